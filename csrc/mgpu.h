@@ -1,0 +1,199 @@
+/*
+ * mgpu.h — the harness every mgpu-learn exercise driver links.
+ *
+ * The course-owned driver owns main(); the learner writes the functions the driver calls.
+ * The harness reads the run's environment (docs/protocol.md §1), writes JSON-lines records
+ * (§2), and gives drivers exact data, poisoned and guarded buffers, exact comparisons,
+ * a file rendezvous and honest timing.
+ *
+ * Parts:
+ *   mgpu_core.c   pure C: context, records, rendezvous, exact host values. Links into CPU
+ *                 programs too (the CPU fixture course uses it with cc).
+ *   mgpu_cuda.cu  CUDA: error checks, device data, poison/guards, comparisons, timing.
+ * Library checks (NCCL, MPI, NVSHMEM) are macros below, active when the driver includes the
+ * library header before mgpu.h.
+ */
+#ifndef MGPU_H
+#define MGPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MGPU_MAX_CASES 32
+
+typedef struct mgpu_case {
+  char name[64];
+  long long n; /* meaning defined by the driver: bytes, elements, ... */
+} mgpu_case;
+
+typedef struct mgpu_ctx {
+  int rank, world;             /* this rank and the number of ranks */
+  int local_rank, local_world; /* on this host */
+  int device;                  /* CUDA device selected for this rank; -1 when none */
+  int num_devices;             /* devices visible to this process (0 in CPU builds) */
+  uint64_t seed;               /* fresh per run */
+  const char *run_dir, *rdzv_dir, *exercise;
+  int ncases;
+  mgpu_case cases[MGPU_MAX_CASES];
+  int perf; /* 1 when timing is wanted */
+  int nperf_cases;
+  mgpu_case perf_cases[MGPU_MAX_CASES];
+  double perf_budget_ms;
+  int min_reps, max_reps;
+  const char *fault; /* MGPU_FAULT or NULL */
+} mgpu_ctx;
+
+/* ---- core (mgpu_core.c) -------------------------------------------------------------- */
+
+/* Reads the environment, opens this rank's record file and writes the "start" record.
+ * In CUDA builds mgpu_init also selects device local_rank % device_count;
+ * mgpu_init_nodevice leaves the current device alone (single-process multi-GPU drivers).
+ * A malformed environment is reported as a harness error (exit 1). */
+void mgpu_init(mgpu_ctx *ctx, int argc, char **argv);
+void mgpu_init_nodevice(mgpu_ctx *ctx, int argc, char **argv);
+
+/* Writes the "done" record and closes the record file. Returns the process exit status the
+ * driver should return from main: 0 when every case recorded by this rank was ok, else 0 too
+ * (verdicts are the checker's job; a failed case is not a crash). */
+int mgpu_finish(mgpu_ctx *ctx);
+
+/* Writes an "error" record (where: "learner", "driver" or "harness"), prints a one-line
+ * message to stderr naming rank, call, file:line and msg, and exits 1. */
+void mgpu_fail(const char *where, const char *call, const char *file, int line, long code,
+               const char *msg);
+
+/* Free-form records. */
+void mgpu_note(const char *fmt, ...);
+void mgpu_value(const char *name, double value, const char *unit);
+
+/* One correctness case, as computed by the driver or by the mgpu_check_* helpers. */
+typedef struct mgpu_mismatch {
+  long long i;
+  char got[32], want[32];
+} mgpu_mismatch;
+
+typedef struct mgpu_result {
+  long long n, checked, bad, unwritten, guard_hits;
+  double max_abs_err, max_rel_err;
+  int nfirst;
+  mgpu_mismatch first[8];
+  char msg[512]; /* optional explanation; empty when none */
+} mgpu_result;
+
+void mgpu_result_init(mgpu_result *r, long long n);
+/* Adds one compared element (used by drivers that compare by themselves). */
+void mgpu_result_add(mgpu_result *r, long long i, double got, double want, double tol);
+/* Writes the "case" record; ok = (bad == 0 && unwritten == 0 && guard_hits == 0 && !force_fail).
+ * Returns ok. */
+int mgpu_record_case(const char *case_name, const mgpu_result *r, int force_fail);
+
+/* Timing record: n samples of µs per operation and host wall µs per operation. */
+void mgpu_record_timing(const char *case_name, const char *who, double bytes, double factor,
+                        const char *metric, const double *us, const double *wall_us, int n);
+
+/* Case lookup: returns the case's n, or `fallback` when the run has no case of that name. */
+long long mgpu_case_n(const mgpu_ctx *ctx, const char *name, long long fallback);
+
+/* File rendezvous among the ranks of this run (through MGPU_RDZV_DIR). */
+void mgpu_barrier(mgpu_ctx *ctx, const char *tag);
+/* Broadcast a small blob (<= 64 KiB) from `root` to every rank under a unique key. */
+void mgpu_share(mgpu_ctx *ctx, const char *key, void *buf, size_t len, int root);
+
+/* Exact data: integer-valued floats in [-64, 64], a function of (seed, rank, iter, i).
+ * Sums of up to 2^17 of them are exact in float in any order; products are not used. */
+float mgpu_exact_value(uint64_t seed, int rank, int iter, long long i);
+/* A byte pattern for copies: a function of (seed, iter, i). */
+uint8_t mgpu_pattern_byte(uint64_t seed, int iter, long long i);
+
+/* Monotonic host clock in µs. */
+double mgpu_now_us(void);
+
+/* ---- CUDA (mgpu_cuda.cu) ------------------------------------------------------------- */
+#if defined(__CUDACC__) || defined(MGPU_WITH_CUDA)
+#include <cuda_runtime.h>
+
+void mgpu_check_cuda(cudaError_t err, const char *call, const char *file, int line);
+#define MGPU_CUDA(call) mgpu_check_cuda((call), #call, __FILE__, __LINE__)
+/* After a kernel launch: catches launch errors (and, with MGPU_SYNC_CHECK=1, execution errors). */
+#define MGPU_KERNEL() mgpu_check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+/* A device buffer with guard bands on both sides, poisoned when allocated. */
+typedef struct mgpu_buf {
+  void *ptr;    /* what the learner gets */
+  size_t bytes; /* usable size */
+  void *base;   /* allocation start */
+  size_t guard; /* guard bytes each side */
+  int device;
+} mgpu_buf;
+
+mgpu_buf mgpu_alloc(size_t bytes, int device); /* on `device`; restores the current device */
+void mgpu_free(mgpu_buf *b);
+/* Fills the usable part with 0xFF bytes (NaN for float) and re-arms the guards. */
+void mgpu_poison(mgpu_buf *b, cudaStream_t s);
+/* Counts guard bytes that changed since the last poison/alloc. Synchronizes. */
+long long mgpu_guard_hits(const mgpu_buf *b);
+
+/* Device fills (asynchronous on s; the buffer's device must be current or peer-accessible). */
+void mgpu_fill_exact_f32(float *dev, long long n, uint64_t seed, int rank, int iter,
+                         cudaStream_t s);
+void mgpu_fill_pattern(void *dev, size_t bytes, uint64_t seed, int iter, cudaStream_t s);
+
+/* Comparisons: synchronize, copy back, compare every element, fill *r (guards included,
+ * poisoned-but-unwritten counted apart), write the "case" record. Return ok. */
+int mgpu_check_f32(const char *case_name, const mgpu_buf *got, const float *want_host, long long n,
+                   double tol, mgpu_result *r);
+/* Expected values are mgpu_pattern_byte(seed, iter, i). */
+int mgpu_check_pattern(const char *case_name, const mgpu_buf *got, uint64_t seed, int iter,
+                       mgpu_result *r);
+
+/* Timing. `fn` enqueues one operation on `stream` (iteration index `iter`, for inputs that
+ * change per iteration). mgpu_time_pair times yours and baseline alternately (ABAB):
+ * each sample = `iters` back-to-back operations queued behind a spin gate, released together,
+ * timed with CUDA events on `stream` (µs per op) and with the host clock to a device-wide
+ * synchronize (wall µs per op). Before each sample every rank meets at mgpu_barrier.
+ * Samples: until max_reps, or min_reps and the budget spent, or the median is stable.
+ * Writes two "timing" records (yours, baseline). Warm-up: `warmup` untimed ops of each. */
+typedef void (*mgpu_op)(void *arg, int iter, cudaStream_t stream);
+typedef struct mgpu_timing {
+  const char *case_name;
+  double bytes;  /* bytes per operation, for GB/s */
+  double factor; /* busbw factor (1 for copies; 2(n-1)/n for all-reduce) */
+  const char *metric; /* "busbw", "algbw" or "time" */
+  int warmup;    /* default 3 when 0 */
+  int iters;     /* ops per sample; default chosen so a sample lasts >= 1 ms when 0 */
+} mgpu_timing;
+
+void mgpu_time_pair(mgpu_ctx *ctx, const mgpu_timing *t, mgpu_op yours, void *yours_arg,
+                    mgpu_op baseline, void *baseline_arg, cudaStream_t stream);
+/* Times one op alone (no baseline); returns the median µs per op and writes a "timing" record
+ * with who = `who`. */
+double mgpu_time_one(mgpu_ctx *ctx, const mgpu_timing *t, const char *who, mgpu_op op, void *arg,
+                     cudaStream_t stream);
+#endif /* CUDA */
+
+/* ---- library error checks (active when the library header is included first) -------- */
+#ifdef NCCL_H_
+void mgpu_check_nccl(ncclResult_t r, const char *call, const char *file, int line);
+#define MGPU_NCCL(call) mgpu_check_nccl((call), #call, __FILE__, __LINE__)
+#endif
+#if defined(MPI_VERSION)
+void mgpu_check_mpi(int err, const char *call, const char *file, int line);
+#define MGPU_MPI(call) mgpu_check_mpi((call), #call, __FILE__, __LINE__)
+#endif
+#ifdef _NVSHMEM_H_
+#define MGPU_NVSHMEM(call)                                                                   \
+  do {                                                                                       \
+    int mgpu_rc_ = (call);                                                                   \
+    if (mgpu_rc_ != 0) mgpu_fail("learner", #call, __FILE__, __LINE__, mgpu_rc_, "NVSHMEM call failed"); \
+  } while (0)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MGPU_H */

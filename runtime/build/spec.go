@@ -1,0 +1,73 @@
+// Package build compiles an exercise — the learner's files, the course-owned driver and the
+// csrc harness — with nvcc or cc, through a content-addressed cache.
+package build
+
+import "time"
+
+// Source roles.
+const (
+	RoleLearner = "learner"
+	RoleDriver  = "driver"
+	RoleHarness = "harness"
+)
+
+// Source is one file to compile.
+type Source struct {
+	Path string // on disk
+	Role string
+	// Show is the path to print in diagnostics (relative to the learner's workspace).
+	Show string
+}
+
+// Request is one build.
+type Request struct {
+	Kind      string   // "cuda" (nvcc) or "c" (cc)
+	Sources   []Source // .cu/.c/.cpp files; each compiles to its own object
+	Headers   []string // include directories (the harness dir, the exercise dir)
+	Flags     []string // from the manifest
+	Libs      []string // "nccl", "mpi", "nvshmem", "cuda", "pthread"
+	RDC       bool
+	Arch      string // "sm_90"; empty: from the toolchain's detected GPU, else a default
+	Rebuild   bool   // ignore cache hits
+	Toolchain *Toolchain
+}
+
+// Toolchain is the discovered compiler and libraries (runtime/probe fills it).
+type Toolchain struct {
+	NVCC    string // path
+	CC      string // path
+	Version string // compiler identity, part of the cache key
+	// Include/lib dirs per library name, and extra link args (e.g. "-l:libnvshmem_host.so.3").
+	Libs map[string]Lib
+}
+
+// Lib is where one library lives.
+type Lib struct {
+	Include  []string
+	LibDirs  []string
+	LinkArgs []string
+	// RuntimeDirs go on LD_LIBRARY_PATH when running (pip wheels have no ldconfig entry).
+	RuntimeDirs []string
+}
+
+// Result is a build's outcome.
+type Result struct {
+	OK      bool
+	Binary  string            // the linked program (in the cache)
+	Objects map[string]string // learner source Show path -> its object file (for the policy stage)
+	Cached  bool              // nothing was compiled
+	Log     string            // the whole compiler output, paths as in Source.Show
+	// Diagnostics are the compiler's errors, first first.
+	Diagnostics []Diagnostic
+	Duration    time.Duration
+	// RuntimeEnv is what the program needs to run (LD_LIBRARY_PATH additions).
+	RuntimeEnv []string
+}
+
+// Diagnostic is one compiler message.
+type Diagnostic struct {
+	File     string
+	Line     int
+	Severity string // "error", "warning"
+	Msg      string
+}

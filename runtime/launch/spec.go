@@ -1,0 +1,83 @@
+// Package launch starts the ranks of a run under supervision: one process group per job,
+// per-rank output tagged and bounded, teardown of every rank when one fails, SIGTERM then
+// SIGKILL on timeout or cancel, and nothing left behind.
+package launch
+
+import "time"
+
+// Launchers by name (course manifests use these words).
+const (
+	Local    = "local"    // N processes, one per GPU
+	Single   = "single"   // one process that drives all GPUs
+	MPIRun   = "mpirun"   // mpirun -np N (Open MPI or MPICH dialect)
+	Torchrun = "torchrun" // Python ranks with torchrun's environment (spawned directly or by torchrun)
+)
+
+// Spec is one launch.
+type Spec struct {
+	Launcher string
+	Ranks    int      // ranks to start (1 for Single)
+	Argv     []string // the program and its arguments ("python3 driver.py" for Python)
+	Dir      string   // working directory
+	// Env is added to the parent's environment for every rank (KEY=VALUE). The launcher adds
+	// the rank variables of docs/protocol.md and always forces NCCL_NVLS_ENABLE=0,
+	// NVSHMEM_DISABLE_NVLS=1 and TORCH_SYMM_MEM_DISABLE_MULTICAST=1.
+	Env    []string
+	RunDir string // result directory (exists); the rendezvous directory is RunDir/rdzv
+	// Timeout for the whole job; Grace between SIGTERM and SIGKILL (default 2s).
+	Timeout time.Duration
+	Grace   time.Duration
+	// TeardownAfter is how long the other ranks may run on after one rank failed (default 2s
+	// in total, grace included).
+	MPI *MPI // for MPIRun
+	// UseTorchrun forces the torchrun binary for Torchrun (default: spawn ranks directly).
+	UseTorchrun bool
+	Torchrun    string // path of torchrun when UseTorchrun
+	// Output receives every line of every rank as it comes (may be nil). Called from
+	// several goroutines; must not block for long.
+	Output func(rank int, line string)
+	// TailBytes bounds the output kept per rank (default 64 KiB; the end is kept).
+	TailBytes int
+}
+
+// MPI is an MPI installation to launch with.
+type MPI struct {
+	Mpirun  string // path to mpirun
+	Dialect string // "openmpi" or "mpich"
+	Home    string // prefix whose lib/ goes on LD_LIBRARY_PATH (optional)
+}
+
+// Rank states in a Result.
+const (
+	StateDone     = "done"     // exited 0
+	StateFailed   = "failed"   // exited non-zero on its own
+	StateSignaled = "signaled" // died of a signal it was not sent by us (segfault, abort)
+	StateHung     = "hung"     // still running when the job timed out
+	StateKilled   = "killed"   // torn down by the launcher after another rank failed, or on cancel
+	StateUnknown  = "unknown"  // the launcher cannot tell (ranks under mpirun)
+)
+
+// Result is what happened to the job.
+type Result struct {
+	Ranks    []RankResult
+	TimedOut bool
+	Canceled bool
+	// FirstFailed is the rank that failed first (exit non-zero or signal), -1 if none.
+	FirstFailed int
+	Elapsed     time.Duration
+	// Leftover lists processes of the job still alive after teardown (should be empty).
+	Leftover []int
+}
+
+// RankResult is one rank's end.
+type RankResult struct {
+	Rank     int
+	PID      int
+	State    string
+	ExitCode int    // -1 when killed by a signal
+	Signal   string // "SIGSEGV", ... when signaled or killed
+	Started  time.Time
+	Ended    time.Time
+	Tail     string // last TailBytes of the rank's combined stdout and stderr
+	Dropped  int64  // bytes of output not kept
+}
