@@ -10,8 +10,10 @@
  *   mgpu_core.c   pure C: context, records, rendezvous, exact host values. Links into CPU
  *                 programs too (the CPU fixture course uses it with cc).
  *   mgpu_cuda.cu  CUDA: error checks, device data, poison/guards, comparisons, timing.
+ *   mgpu_nccl.cu  mgpu_check_nccl, mgpu_nccl_unique_id (builds whose libs include nccl).
+ *   mgpu_mpi.c    mgpu_check_mpi (builds whose libs include mpi).
  * Library checks (NCCL, MPI, NVSHMEM) are macros below, active when the driver includes the
- * library header before mgpu.h.
+ * library header before mgpu.h. docs/harness.md has the build lines and the rules.
  */
 #ifndef MGPU_H
 #define MGPU_H
@@ -65,6 +67,9 @@ int mgpu_finish(mgpu_ctx *ctx);
  * message to stderr naming rank, call, file:line and msg, and exits 1. */
 void mgpu_fail(const char *where, const char *call, const char *file, int line, long code,
                const char *msg);
+/* "learner" when basename(file) is listed in MGPU_LEARNER_FILES (comma-separated), else
+ * "driver". The check functions below use it to fill `where`. */
+const char *mgpu_where_for(const char *file);
 
 /* Free-form records. */
 void mgpu_note(const char *fmt, ...);
@@ -109,8 +114,20 @@ float mgpu_exact_value(uint64_t seed, int rank, int iter, long long i);
 /* A byte pattern for copies: a function of (seed, iter, i). */
 uint8_t mgpu_pattern_byte(uint64_t seed, int iter, long long i);
 
+/* The same values from a precomputed key (what the fill kernels use):
+ * mgpu_exact_value(s, r, it, i) == mgpu_exact_value_k(mgpu_exact_key(s, r, it), i). */
+uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter);
+float mgpu_exact_value_k(uint64_t key, long long i);
+uint64_t mgpu_pattern_key(uint64_t seed, int iter);
+uint8_t mgpu_pattern_byte_k(uint64_t key, long long i);
+
 /* Monotonic host clock in µs. */
 double mgpu_now_us(void);
+
+/* Fault injection (MGPU_FAULT = "kill:rank=R:after_ms=T"): returns R and sets *after_ms = T
+ * (0 when absent), or returns -1 when the run has no fault. A malformed value is a harness
+ * error. Fault-tolerance drivers kill rank R themselves after T ms. */
+int mgpu_fault_kill_rank(const mgpu_ctx *ctx, double *after_ms);
 
 /* ---- CUDA (mgpu_cuda.cu) ------------------------------------------------------------- */
 #if defined(__CUDACC__) || defined(MGPU_WITH_CUDA)
@@ -119,7 +136,8 @@ double mgpu_now_us(void);
 void mgpu_check_cuda(cudaError_t err, const char *call, const char *file, int line);
 #define MGPU_CUDA(call) mgpu_check_cuda((call), #call, __FILE__, __LINE__)
 /* After a kernel launch: catches launch errors (and, with MGPU_SYNC_CHECK=1, execution errors). */
-#define MGPU_KERNEL() mgpu_check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+void mgpu_check_kernel(const char *file, int line);
+#define MGPU_KERNEL() mgpu_check_kernel(__FILE__, __LINE__)
 
 /* A device buffer with guard bands on both sides, poisoned when allocated. */
 typedef struct mgpu_buf {
@@ -146,6 +164,10 @@ void mgpu_fill_pattern(void *dev, size_t bytes, uint64_t seed, int iter, cudaStr
  * poisoned-but-unwritten counted apart), write the "case" record. Return ok. */
 int mgpu_check_f32(const char *case_name, const mgpu_buf *got, const float *want_host, long long n,
                    double tol, mgpu_result *r);
+/* The same with the expected values in device memory (on got's device or peer-accessible from
+ * it): the comparison runs on the GPU, nothing large comes back. */
+int mgpu_check_f32_dev(const char *case_name, const mgpu_buf *got, const float *want_dev,
+                       long long n, double tol, mgpu_result *r);
 /* Expected values are mgpu_pattern_byte(seed, iter, i). */
 int mgpu_check_pattern(const char *case_name, const mgpu_buf *got, uint64_t seed, int iter,
                        mgpu_result *r);
@@ -153,10 +175,14 @@ int mgpu_check_pattern(const char *case_name, const mgpu_buf *got, uint64_t seed
 /* Timing. `fn` enqueues one operation on `stream` (iteration index `iter`, for inputs that
  * change per iteration). mgpu_time_pair times yours and baseline alternately (ABAB):
  * each sample = `iters` back-to-back operations queued behind a spin gate, released together,
- * timed with CUDA events on `stream` (µs per op) and with the host clock to a device-wide
- * synchronize (wall µs per op). Before each sample every rank meets at mgpu_barrier.
- * Samples: until max_reps, or min_reps and the budget spent, or the median is stable.
- * Writes two "timing" records (yours, baseline). Warm-up: `warmup` untimed ops of each. */
+ * timed with CUDA events on `stream` (µs per op) and with the host clock from the release to a
+ * device-wide synchronize (wall µs per op). Every rank meets before each release (a file
+ * rendezvous like mgpu_barrier) and all ranks release at the same host-clock instant.
+ * Samples: until max_reps, or min_reps and the budget spent, or the median is stable
+ * (decided from all ranks' samples, so every rank takes the same number).
+ * Writes two "timing" records (yours, baseline). Warm-up: `warmup` untimed ops of each.
+ * `stream` belongs to the current device. Collective: every rank calls it. Does nothing when
+ * ctx->perf == 0 (mgpu_time_one then returns NaN). docs/harness.md has the full rules. */
 typedef void (*mgpu_op)(void *arg, int iter, cudaStream_t stream);
 typedef struct mgpu_timing {
   const char *case_name;
@@ -179,17 +205,38 @@ double mgpu_time_one(mgpu_ctx *ctx, const mgpu_timing *t, const char *who, mgpu_
 #ifdef NCCL_H_
 void mgpu_check_nccl(ncclResult_t r, const char *call, const char *file, int line);
 #define MGPU_NCCL(call) mgpu_check_nccl((call), #call, __FILE__, __LINE__)
+/* Rank 0 creates the id, mgpu_share hands it to every rank. Collective. */
+void mgpu_nccl_unique_id(mgpu_ctx *ctx, ncclUniqueId *id);
 #endif
 #if defined(MPI_VERSION)
 void mgpu_check_mpi(int err, const char *call, const char *file, int line);
 #define MGPU_MPI(call) mgpu_check_mpi((call), #call, __FILE__, __LINE__)
 #endif
-#ifdef _NVSHMEM_H_
+#if defined(_NVSHMEM_H_) || defined(_NVSHMEMX_H_)
 #define MGPU_NVSHMEM(call)                                                                   \
   do {                                                                                       \
     int mgpu_rc_ = (call);                                                                   \
-    if (mgpu_rc_ != 0) mgpu_fail("learner", #call, __FILE__, __LINE__, mgpu_rc_, "NVSHMEM call failed"); \
+    if (mgpu_rc_ != 0)                                                                       \
+      mgpu_fail(mgpu_where_for(__FILE__), #call, __FILE__, __LINE__, mgpu_rc_,              \
+                "NVSHMEM call failed");                                                      \
   } while (0)
+#endif
+#ifdef _NVSHMEMX_H_
+/* nvshmemx_init_attr with a unique id made by rank 0 and handed out through mgpu_share.
+ * Collective; call it after mgpu_init (which selected this rank's device). */
+static inline void mgpu_nvshmem_init(mgpu_ctx *ctx) {
+  nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
+  nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+  int rc;
+  if (ctx->rank == 0 && (rc = nvshmemx_get_uniqueid(&id)) != 0)
+    mgpu_fail("harness", "nvshmemx_get_uniqueid", __FILE__, __LINE__, rc, "NVSHMEM call failed");
+  mgpu_share(ctx, "nvshmem-uid", &id, sizeof id, 0);
+  if ((rc = nvshmemx_set_attr_uniqueid_args(ctx->rank, ctx->world, &id, &attr)) != 0)
+    mgpu_fail("harness", "nvshmemx_set_attr_uniqueid_args", __FILE__, __LINE__, rc,
+              "NVSHMEM call failed");
+  if ((rc = nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr)) != 0)
+    mgpu_fail("harness", "nvshmemx_init_attr", __FILE__, __LINE__, rc, "NVSHMEM call failed");
+}
 #endif
 
 #ifdef __cplusplus

@@ -1,6 +1,11 @@
 package course
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
 
 // Manifest is an exercise's exercise.yaml. docs/manifest.md documents every field; the loader
 // rejects unknown keys and names the file and line of every problem.
@@ -55,6 +60,9 @@ type Launch struct {
 	CudaAwareMPI bool `yaml:"cuda_aware_mpi"`
 	// Env are extra environment variables for every rank (never the NVLS switches).
 	Env map[string]string `yaml:"env"`
+	// KeepGoing leaves the other ranks running when one rank dies (fault-tolerance exercises
+	// judge how the survivors react); the timeout still applies.
+	KeepGoing bool `yaml:"keep_going"`
 }
 
 // Requirements are what the machine must have; unmet ones refuse the check with exit code 3.
@@ -138,3 +146,21 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // MarshalText writes a Go duration string.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalYAML parses a Go duration string. A bad value is reported as a yaml.TypeError that
+// names the line, so the strict loader keeps going and reports every problem of the file.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: a duration must be a string such as \"90s\"", n.Line)}}
+	}
+	if n.ShortTag() == "!!null" || n.Value == "0" {
+		d.Duration = 0
+		return nil
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: bad duration %q: write it as \"90s\" or \"2m\"", n.Line, n.Value)}}
+	}
+	d.Duration = v
+	return nil
+}

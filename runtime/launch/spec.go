@@ -28,13 +28,18 @@ type Spec struct {
 	Timeout time.Duration
 	Grace   time.Duration
 	// TeardownAfter is how long the other ranks may run on after one rank failed (default 2s
-	// in total, grace included).
-	MPI *MPI // for MPIRun
+	// in total, grace included): they get SIGTERM at once and SIGKILL after
+	// min(Grace, TeardownAfter/2), so they are gone well within TeardownAfter.
+	TeardownAfter time.Duration
+	MPI           *MPI // for MPIRun; nil: mpirun from PATH, dialect from its --version
+	// KeepGoing: when a rank fails, do not tear the others down (they still get the Timeout).
+	KeepGoing bool
 	// UseTorchrun forces the torchrun binary for Torchrun (default: spawn ranks directly).
 	UseTorchrun bool
 	Torchrun    string // path of torchrun when UseTorchrun
 	// Output receives every line of every rank as it comes (may be nil). Called from
-	// several goroutines; must not block for long.
+	// several goroutines; must not block for long. Lines of the launcher program itself
+	// (mpirun's or torchrun's own messages, untagged lines) come with rank -1.
 	Output func(rank int, line string)
 	// TailBytes bounds the output kept per rank (default 64 KiB; the end is kept).
 	TailBytes int
@@ -67,6 +72,9 @@ type Result struct {
 	Elapsed     time.Duration
 	// Leftover lists processes of the job still alive after teardown (should be empty).
 	Leftover []int
+	// Launcher is the launcher program's own end (mpirun, torchrun) with its untagged
+	// output as Tail; nil when the ranks were started directly.
+	Launcher *RankResult
 }
 
 // RankResult is one rank's end.
@@ -74,7 +82,7 @@ type RankResult struct {
 	Rank     int
 	PID      int
 	State    string
-	ExitCode int    // -1 when killed by a signal
+	ExitCode int    // -1 when killed by a signal or unknown
 	Signal   string // "SIGSEGV", ... when signaled or killed
 	Started  time.Time
 	Ended    time.Time

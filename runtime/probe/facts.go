@@ -34,6 +34,18 @@ type Facts struct {
 	Env map[string]string `json:"env"`
 	// Problems are probes that failed or timed out, in words.
 	Problems []string `json:"problems"`
+
+	// PeerStatus[i][j] is nvidia-smi topo -p2p r's word for the pair: "X", "OK", "NS", "CNS", "GNS",
+	// "TNS", "DR", "U". Peer is derived from it.
+	PeerStatus [][]string `json:"peer_status"`
+	// AllGPUs is how many GPUs nvidia-smi lists before CUDA_VISIBLE_DEVICES is applied.
+	AllGPUs int `json:"all_gpus"`
+	// Visible says, in words, how CUDA_VISIBLE_DEVICES narrowed GPUs ("" when it is unset).
+	Visible string `json:"visible"`
+	// Sbatch is Slurm's sbatch, when present.
+	Sbatch *Tool `json:"sbatch"`
+	// FromCache is true when these facts were read from the cache file rather than probed now.
+	FromCache bool `json:"from_cache"`
 }
 
 // GPU is one device as nvidia-smi reports it.
@@ -43,12 +55,20 @@ type GPU struct {
 	MemoryMiB int    `json:"memory_mib"`
 	Compute   string `json:"compute"` // "9.0"
 	UUID      string `json:"uuid"`
+	// Physical is nvidia-smi's index; Index is the CUDA ordinal after CUDA_VISIBLE_DEVICES.
+	Physical int `json:"physical_index"`
 }
 
 // Tool is a program found on this machine.
 type Tool struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
+	// Source says where it was found: "path", "cuda_home", "system", "pip".
+	Source string `json:"source,omitempty"`
+	// Include and LibDirs are what the compiler needs besides its defaults (the pip wheel
+	// layout of nvcc: include/cccl and lib for cudart).
+	Include []string `json:"include,omitempty"`
+	LibDirs []string `json:"lib_dirs,omitempty"`
 }
 
 // Library is a C library with its headers.
@@ -72,6 +92,13 @@ type MPI struct {
 	LinkArgs []string `json:"link_args"`
 	// CudaAware: built with CUDA support (ompi_info's built_with_cuda_support / mpi-ext.h macro).
 	CudaAware bool `json:"cuda_aware"`
+	// CudaBuilt is what the MPI says about its build ("true", "false"; "" unknown): Open MPI's
+	// ompi_info mpi_built_with_cuda_support, MPICH's configure line (--with-cuda).
+	CudaBuilt string `json:"cuda_built"`
+	// CudaRuntime is Open MPI's run-time switch (ompi_info mpi_cuda_support / opal_cuda_support).
+	CudaRuntime string `json:"cuda_runtime"`
+	// CudaHeader is MPIX_CUDA_AWARE_SUPPORT as mpi-ext.h defines it ("1", "0"; "" absent).
+	CudaHeader string `json:"cuda_header"`
 }
 
 // Python is a Python interpreter, with torch if importable.
@@ -80,6 +107,12 @@ type Python struct {
 	Version  string `json:"version"`
 	Torch    *Torch `json:"torch"`
 	Torchrun string `json:"torchrun"`
+	// TorchError is why `import torch` failed, when it is installed but broken ("" otherwise).
+	TorchError string `json:"torch_error,omitempty"`
+	// SiteDirs are the interpreter's site-packages; NvidiaDirs the nvidia namespace package's
+	// folders (pip wheels of nvcc, NCCL, NVSHMEM live under them).
+	SiteDirs   []string `json:"site_dirs,omitempty"`
+	NvidiaDirs []string `json:"nvidia_dirs,omitempty"`
 }
 
 // Torch is what `import torch` reports.

@@ -1,0 +1,494 @@
+package checker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mgpu-learn/mgpu-learn/runtime/build"
+)
+
+// program is what the build stage produced: what to run and what the learner's files became.
+type program struct {
+	srcDir  string
+	argv    []string
+	env     []string
+	learner []learnerFile
+	course  []courseFile
+}
+
+type learnerFile struct {
+	Name   string // as the manifest lists it
+	Path   string // on disk
+	Show   string // as the learner sees it
+	Object string // compiled object (c/cuda)
+}
+
+func isSource(name string) bool {
+	switch path.Ext(name) {
+	case ".c", ".cu", ".cpp", ".cc", ".cxx":
+		return true
+	}
+	return false
+}
+
+// checkDir is this check's directory under WorkDir/runs, created on first use; older ones
+// beyond KeepRuns are removed.
+func (k *check) checkDir() (string, error) {
+	if k.dir != "" {
+		return k.dir, nil
+	}
+	runs := filepath.Join(k.c.WorkDir, "runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return "", err
+	}
+	name := fmt.Sprintf("%s-%s-%s", time.Now().Format("20060102-150405"), sanitize(k.rep.Exercise), sanitize(k.rep.Target))
+	dir, err := os.MkdirTemp(runs, name+"-")
+	if err != nil {
+		return "", err
+	}
+	k.dir = dir
+	k.c.pruneRuns(runs, dir)
+	return dir, nil
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// pruneRuns keeps the newest KeepRuns check directories (by name, which starts with the time).
+func (c *Checker) pruneRuns(runs, keep string) {
+	n := c.KeepRuns
+	if n <= 0 {
+		n = 20
+	}
+	ents, err := os.ReadDir(runs)
+	if err != nil {
+		return
+	}
+	var dirs []string
+	for _, e := range ents {
+		if e.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	sort.Strings(dirs)
+	for len(dirs) > n {
+		if p := filepath.Join(runs, dirs[0]); p != keep {
+			os.RemoveAll(p)
+		}
+		dirs = dirs[1:]
+	}
+}
+
+// learnerFiles resolves the target's files in manifest order.
+func (k *check) learnerFiles() []learnerFile {
+	var out []learnerFile
+	for _, name := range k.e.Files {
+		p := k.t.Files[name]
+		out = append(out, learnerFile{Name: name, Path: p, Show: k.showPath(p)})
+	}
+	return out
+}
+
+// build runs the build stage; nil when it failed.
+func (k *check) build(ctx context.Context) *program {
+	k.start(StageBuild)
+	e := k.e
+	files, err := k.courseFiles()
+	if err != nil {
+		k.fail(StageBuild, FaultRunner, "the course's files for this exercise are missing", err.Error())
+		return nil
+	}
+	srcDir, err := k.materialize(files)
+	if err != nil {
+		k.fail(StageBuild, FaultRunner, "cannot write the build sources", err.Error())
+		return nil
+	}
+	prog := &program{srcDir: srcDir, learner: k.learnerFiles(), course: files}
+	for _, lf := range prog.learner {
+		if _, err := os.Stat(lf.Path); err != nil {
+			k.fail(StageBuild, FaultYou, fmt.Sprintf("your file %s is missing", lf.Show),
+				fmt.Sprintf("The exercise needs your file %s (looked for %s).\n`mgpu-learn reset %s` puts the starter back.", lf.Show, lf.Path, e.ID))
+			return nil
+		}
+	}
+	if e.Kind == "python" {
+		if !k.buildPython(ctx, prog) {
+			return nil
+		}
+		return prog
+	}
+	if e.Kind != "cuda" && e.Kind != "c" {
+		k.fail(StageBuild, FaultRunner, fmt.Sprintf("unknown exercise kind %q", e.Kind), "The manifest's kind must be cuda, c or python.")
+		return nil
+	}
+	tc := k.c.Env.Toolchain(e.Launch.CudaAwareMPI)
+	if tc == nil {
+		k.fail(StageBuild, FaultMachine, "no compiler found", "No toolchain was found for this exercise; `mgpu-learn doctor` shows what this machine has.")
+		return nil
+	}
+	req := build.Request{
+		Kind:      e.Kind,
+		Headers:   []string{srcDir},
+		Flags:     e.Build.Flags,
+		Libs:      e.Build.Libs,
+		RDC:       e.Build.RDC,
+		Rebuild:   k.c.Rebuild,
+		Toolchain: tc,
+	}
+	for _, lf := range prog.learner {
+		if isSource(lf.Name) {
+			abs, _ := filepath.Abs(lf.Path)
+			req.Sources = append(req.Sources, build.Source{Path: abs, Role: build.RoleLearner, Show: lf.Show})
+		}
+		if d, _ := filepath.Abs(filepath.Dir(lf.Path)); !contains(req.Headers, d) {
+			req.Headers = append(req.Headers, d)
+		}
+	}
+	for _, f := range files {
+		if !isSource(f.Name) {
+			continue
+		}
+		role := build.RoleDriver
+		if f.Role == "harness" {
+			role = build.RoleHarness
+		}
+		req.Sources = append(req.Sources, build.Source{Path: filepath.Join(srcDir, f.Name), Role: role, Show: f.Show})
+	}
+	res, err := k.c.Builder.Build(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			k.fail(StageBuild, FaultRunner, "canceled", "The build was canceled.")
+			return nil
+		}
+		k.fail(StageBuild, FaultRunner, "the build could not run", err.Error())
+		return nil
+	}
+	sum := &BuildSummary{Cached: res.Cached, Duration: Seconds(res.Duration), Binary: res.Binary}
+	k.rep.Build = sum
+	if res.Log != "" {
+		if dir, err := k.checkDir(); err == nil {
+			logPath := filepath.Join(dir, "build.log")
+			if os.WriteFile(logPath, []byte(res.Log), 0o644) == nil {
+				sum.Log = logPath
+			}
+		}
+		for _, line := range strings.Split(strings.TrimRight(res.Log, "\n"), "\n") {
+			k.c.emit(BuildLine{Line: line})
+		}
+	}
+	for _, d := range res.Diagnostics {
+		sum.Diagnostics = append(sum.Diagnostics, Diagnostic{File: d.File, Line: d.Line, Severity: d.Severity, Msg: d.Msg, Learner: k.isLearnerFile(prog, d.File)})
+	}
+	if !res.OK {
+		k.buildFailed(prog, res, sum)
+		return nil
+	}
+	for i, lf := range prog.learner {
+		if isSource(lf.Name) {
+			prog.learner[i].Object = res.Objects[lf.Show]
+		}
+	}
+	prog.argv = []string{res.Binary}
+	prog.env = res.RuntimeEnv
+	detail := "compiled in " + fmtDuration(res.Duration)
+	if res.Cached {
+		detail = "cached"
+	}
+	k.done(StageBuild, StatusOK, detail)
+	return prog
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// isLearnerFile says whether a diagnostic's file is one of the learner's.
+func (k *check) isLearnerFile(prog *program, file string) bool {
+	if file == "" {
+		return false
+	}
+	for _, lf := range prog.learner {
+		if file == lf.Show || file == lf.Path {
+			return true
+		}
+	}
+	// Compilers sometimes print another spelling of the path: fall back to the base name when
+	// no course file has it.
+	base := path.Base(filepath.ToSlash(file))
+	for _, f := range prog.course {
+		if f.Name == base || file == f.Show {
+			return false
+		}
+	}
+	for _, lf := range prog.learner {
+		if path.Base(lf.Show) == base {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *check) isCourseFile(prog *program, file string) bool {
+	if file == "" {
+		return false
+	}
+	base := path.Base(filepath.ToSlash(file))
+	for _, f := range prog.course {
+		if file == f.Show || base == f.Name {
+			return true
+		}
+	}
+	return false
+}
+
+var undefinedRef = regexp.MustCompile("undefined reference to [`'\"]([^'`\"]+)['`\"]")
+
+// buildFailed reports a failed build: the first error first, whose fault it is, and where the
+// whole log is.
+func (k *check) buildFailed(prog *program, res *build.Result, sum *BuildSummary) {
+	var first *Diagnostic
+	nerr := 0
+	for i := range sum.Diagnostics {
+		if sum.Diagnostics[i].Severity == "error" || sum.Diagnostics[i].Severity == "fatal error" {
+			if first == nil {
+				first = &sum.Diagnostics[i]
+			}
+			nerr++
+		}
+	}
+	var b strings.Builder
+	fault := FaultYou
+	var headline string
+	logLine := ""
+	if sum.Log != "" {
+		logLine = "The whole compiler output is in " + sum.Log + "."
+	}
+	switch {
+	case first != nil && first.Learner:
+		headline = fmt.Sprintf("%s: %s", where(first.File, first.Line), first.Msg)
+		fmt.Fprintf(&b, "Your code does not compile. The first error:\n\n  %s: error: %s\n", where(first.File, first.Line), first.Msg)
+		if ctx := sourceContext(k.learnerPathFor(prog, first.File), first.Line); ctx != "" {
+			b.WriteString(ctx)
+		}
+	case first != nil && k.isCourseFile(prog, first.File) && !k.anyLearnerError(sum):
+		fault = FaultRunner
+		headline = fmt.Sprintf("a course file does not compile: %s: %s", where(first.File, first.Line), first.Msg)
+		fmt.Fprintf(&b, "A file of the course (not yours) failed to compile:\n\n  %s: error: %s\n", where(first.File, first.Line), first.Msg)
+	case first != nil && k.anyLearnerError(sum):
+		// A course file's error caused by the learner (e.g. a changed signature): show the
+		// learner's first error.
+		for i := range sum.Diagnostics {
+			d := &sum.Diagnostics[i]
+			if d.Learner && (d.Severity == "error" || d.Severity == "fatal error") {
+				first = d
+				break
+			}
+		}
+		headline = fmt.Sprintf("%s: %s", where(first.File, first.Line), first.Msg)
+		fmt.Fprintf(&b, "Your code does not compile. The first error in your files:\n\n  %s: error: %s\n", where(first.File, first.Line), first.Msg)
+	default:
+		msg := firstErrorLine(res.Log)
+		if first != nil {
+			msg = first.Msg
+		}
+		lower := strings.ToLower(msg + "\n" + res.Log)
+		switch {
+		case strings.Contains(lower, "cannot find -l") || strings.Contains(lower, "unable to find library"):
+			fault = FaultRunner
+			headline = "the linker cannot find a library: " + msg
+			fmt.Fprintf(&b, "The program did not link because a library is missing:\n\n  %s\n\nThis is a problem of the setup, not of your code; `mgpu-learn doctor` checks the libraries.\n", msg)
+		case undefinedRef.MatchString(res.Log):
+			sym := undefinedRef.FindStringSubmatch(res.Log)[1]
+			if strings.HasPrefix(sym, "mgpu_") {
+				fault = FaultRunner
+				headline = "the harness does not link: undefined " + sym
+				fmt.Fprintf(&b, "The harness is missing %s; this is a bug in the course.\n", sym)
+			} else {
+				headline = "the program does not link: undefined reference to " + sym
+				fmt.Fprintf(&b, "The program does not link: nothing defines %s.\nThe driver calls the functions the task names; check that your file defines each of them, with the same name and parameters.\n", sym)
+			}
+		case strings.Contains(lower, "multiple definition of"):
+			headline = "the program does not link: " + msg
+			fmt.Fprintf(&b, "The program does not link:\n\n  %s\n\nYour file defines something the course already defines (main, or a harness function).\n", msg)
+		case msg == "":
+			fault = FaultRunner
+			headline = "the compiler failed without an error message"
+			b.WriteString("The compiler failed but printed no error.\n")
+		default:
+			headline = "the build failed: " + msg
+			fmt.Fprintf(&b, "The build failed:\n\n  %s\n", msg)
+		}
+	}
+	if nerr > 1 {
+		fmt.Fprintf(&b, "\n(%d errors in all; fix the first one first: later ones often follow from it.)\n", nerr)
+	}
+	if logLine != "" {
+		b.WriteString("\n" + logLine + "\n")
+	}
+	k.fail(StageBuild, fault, headline, b.String())
+}
+
+func (k *check) anyLearnerError(sum *BuildSummary) bool {
+	for _, d := range sum.Diagnostics {
+		if d.Learner && (d.Severity == "error" || d.Severity == "fatal error") {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *check) learnerPathFor(prog *program, show string) string {
+	for _, lf := range prog.learner {
+		if lf.Show == show || lf.Path == show || path.Base(lf.Show) == path.Base(filepath.ToSlash(show)) {
+			return lf.Path
+		}
+	}
+	return ""
+}
+
+func where(file string, line int) string {
+	if line > 0 {
+		return file + ":" + strconv.Itoa(line)
+	}
+	return file
+}
+
+// sourceContext shows line (1-based) of the file with a marker, or "".
+func sourceContext(file string, line int) string {
+	if file == "" || line <= 0 {
+		return ""
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(data), "\n")
+	if line > len(lines) {
+		return ""
+	}
+	return fmt.Sprintf("\n  %5d | %s\n", line, strings.TrimRight(lines[line-1], "\r"))
+}
+
+func firstErrorLine(log string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(strings.ToLower(l), "error") {
+			return strings.TrimSpace(l)
+		}
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if s := strings.TrimSpace(l); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+var pySyntax = regexp.MustCompile(`^(.*):(\d+):(\d+): (.*)$`)
+
+// pyCheck compiles each file in memory and prints "path:line:col: message" for syntax errors.
+// It is py_compile without the __pycache__ it would write into the learner's workspace.
+const pyCheck = `import sys
+bad = 0
+for p in sys.argv[1:]:
+    try:
+        with open(p, "rb") as f:
+            compile(f.read(), p, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        msg = e.msg if e.text is None else e.msg + ": " + e.text.strip()
+        print("%s:%d:%d: %s" % (p, e.lineno or 0, e.offset or 0, msg))
+        bad = 1
+    except ValueError as e:
+        print("%s:0:0: %s" % (p, e))
+        bad = 1
+sys.exit(bad)
+`
+
+// buildPython checks the learner's Python files for syntax errors and sets up the run.
+func (k *check) buildPython(ctx context.Context, prog *program) bool {
+	py := k.c.Env.Python()
+	var paths []string
+	for _, lf := range prog.learner {
+		if strings.HasSuffix(lf.Name, ".py") {
+			paths = append(paths, lf.Path)
+		}
+	}
+	start := time.Now()
+	if len(paths) > 0 {
+		cmd := exec.CommandContext(ctx, py, append([]string{"-c", pyCheck}, paths...)...)
+		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			k.fail(StageBuild, FaultRunner, "cannot run "+py, err.Error())
+			return false
+		}
+		if err != nil {
+			sum := &BuildSummary{Duration: Seconds(time.Since(start))}
+			k.rep.Build = sum
+			var first *Diagnostic
+			for _, l := range strings.Split(out.String(), "\n") {
+				m := pySyntax.FindStringSubmatch(l)
+				if m == nil {
+					continue
+				}
+				line, _ := strconv.Atoi(m[2])
+				file := m[1]
+				for _, lf := range prog.learner {
+					if lf.Path == file {
+						file = lf.Show
+					}
+				}
+				sum.Diagnostics = append(sum.Diagnostics, Diagnostic{File: file, Line: line, Severity: "error", Msg: m[4], Learner: true})
+				if first == nil {
+					first = &sum.Diagnostics[len(sum.Diagnostics)-1]
+				}
+			}
+			if first == nil {
+				k.fail(StageBuild, FaultRunner, "the Python syntax check failed", out.String())
+				return false
+			}
+			msg := fmt.Sprintf("Your Python code has a syntax error:\n\n  %s: %s\n", where(first.File, first.Line), first.Msg)
+			msg += sourceContext(k.learnerPathFor(prog, first.File), first.Line)
+			k.fail(StageBuild, FaultYou, where(first.File, first.Line)+": "+first.Msg, msg)
+			return false
+		}
+	}
+	k.rep.Build = &BuildSummary{Duration: Seconds(time.Since(start))}
+	prog.argv = []string{py, filepath.Join(prog.srcDir, k.e.Driver)}
+	pyPath := []string{prog.srcDir}
+	for _, lf := range prog.learner {
+		if d, _ := filepath.Abs(filepath.Dir(lf.Path)); !contains(pyPath, d) {
+			pyPath = append(pyPath, d)
+		}
+	}
+	if old := os.Getenv("PYTHONPATH"); old != "" {
+		pyPath = append(pyPath, old)
+	}
+	prog.env = []string{"PYTHONPATH=" + strings.Join(pyPath, string(os.PathListSeparator)), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"}
+	k.done(StageBuild, StatusOK, "syntax checked")
+	return true
+}

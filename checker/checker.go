@@ -1,0 +1,341 @@
+// Package checker turns a learner's code into a verdict: it builds the program, checks the
+// learner's objects for forbidden calls, runs the ranks, reads the records the harness wrote
+// and judges correctness and performance. docs/checker.md explains the stages to learners and
+// course authors; docs/protocol.md is the contract with the harness.
+package checker
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/runtime/build"
+	"github.com/mgpu-learn/mgpu-learn/runtime/launch"
+)
+
+// Builder compiles a program (runtime/build provides one).
+type Builder interface {
+	Build(ctx context.Context, r build.Request) (*build.Result, error)
+}
+
+// Launcher runs the ranks of a program (runtime/launch provides one).
+type Launcher interface {
+	Launch(ctx context.Context, s launch.Spec) (*launch.Result, error)
+}
+
+// Environment is what the checker needs to know about this machine.
+type Environment interface {
+	// Unmet lists the requirements this machine does not meet, in words; empty means ok.
+	Unmet(req course.Requirements, l course.Launch) []string
+	Toolchain(cudaAwareMPI bool) *build.Toolchain
+	GPUCount() int
+	// Python is the interpreter for python exercises ("" = none).
+	Python() string
+	MPI(cudaAware bool) *launch.MPI
+}
+
+// Checker checks exercises. The zero values of the optional fields are sensible.
+type Checker struct {
+	Course *course.Course
+	// Harness holds the csrc files: mgpu.h, mgpu_core.c, mgpu_cuda.cu, ...,
+	// python/mgpu_harness.py.
+	Harness  fs.FS
+	Builder  Builder
+	Launcher Launcher
+	Env      Environment
+	// WorkDir is scratch space: materialized sources (WorkDir/src) and the directories of the
+	// last checks (WorkDir/runs; the last KeepRuns are kept).
+	WorkDir string
+	// Perf: judge performance. False skips the stage and the report says so (CPU machines, CI).
+	Perf bool
+	// Rebuild ignores build cache hits.
+	Rebuild bool
+	// MaxPerfRuns bounds the program runs a check may make to settle its timings (default 3).
+	MaxPerfRuns int
+	// Ranks overrides the manifest's rank count (0: the manifest's).
+	Ranks int
+	// KeepRuns is how many check directories WorkDir/runs keeps (default 20).
+	KeepRuns int
+	// Events receives progress; may be nil.
+	Events func(Event)
+
+	evMu sync.Mutex
+}
+
+// Target is what to check: the learner's files of an exercise, or the course's own.
+type Target struct {
+	Exercise *course.Exercise
+	// Files maps each learner file name of the manifest to its path on disk.
+	Files map[string]string
+	// Label is "yours", "solution" or "variant:<name>".
+	Label string
+	// Root is the directory learner paths are shown relative to (the workspace); empty: the
+	// current directory.
+	Root string
+}
+
+func (c *Checker) emit(ev Event) {
+	if c.Events == nil {
+		return
+	}
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	c.Events(ev)
+}
+
+// check is one check in progress.
+type check struct {
+	c     *Checker
+	t     Target
+	e     *course.Exercise
+	rep   *Report
+	dir   string // this check's directory under WorkDir/runs
+	began map[string]time.Time
+}
+
+func (c *Checker) newCheck(t Target, stages []string) *check {
+	rep := &Report{
+		Target:  t.Label,
+		Started: time.Now(),
+		Verdict: Passed,
+	}
+	if rep.Target == "" {
+		rep.Target = "yours"
+	}
+	if e := t.Exercise; e != nil {
+		rep.Exercise = e.ID
+		rep.Title = e.Title
+		if e.Module != nil {
+			rep.Module = e.Module.ID
+		}
+	}
+	for _, s := range stages {
+		rep.Stages = append(rep.Stages, StageResult{Name: s, Status: StatusSkipped})
+	}
+	return &check{c: c, t: t, e: t.Exercise, rep: rep, began: map[string]time.Time{}}
+}
+
+func (k *check) stage(name string) *StageResult {
+	for i := range k.rep.Stages {
+		if k.rep.Stages[i].Name == name {
+			return &k.rep.Stages[i]
+		}
+	}
+	k.rep.Stages = append(k.rep.Stages, StageResult{Name: name, Status: StatusSkipped})
+	return &k.rep.Stages[len(k.rep.Stages)-1]
+}
+
+func (k *check) start(name string) {
+	k.began[name] = time.Now()
+	k.c.emit(StageStarted{Exercise: k.rep.Exercise, Target: k.rep.Target, Stage: name})
+}
+
+// done ends a stage; durations add up over repeated runs.
+func (k *check) done(name, status, detail string) {
+	s := k.stage(name)
+	var d time.Duration
+	if t, ok := k.began[name]; ok {
+		d = time.Since(t)
+		delete(k.began, name)
+	}
+	s.Duration += Seconds(d)
+	s.Status = status
+	if detail != "" {
+		s.Detail = detail
+	}
+	if status == StatusOK || k.rep.Verdict == Passed {
+		k.rep.Stage = name
+	}
+	k.c.emit(StageDone{Exercise: k.rep.Exercise, Target: k.rep.Target, Stage: name, Status: status, Duration: d, Detail: s.Detail})
+}
+
+// fail ends the stage as failed and sets the verdict from whose fault it is.
+func (k *check) fail(stage, fault, headline, message string) {
+	status := StatusFailed
+	switch fault {
+	case FaultYou:
+		k.rep.Verdict = Failed
+	case FaultMachine:
+		k.rep.Verdict = Refused
+	default:
+		k.rep.Verdict = Errored
+		status = StatusError
+	}
+	k.rep.Fault = fault
+	k.rep.Headline = headline
+	k.rep.Message = strings.TrimRight(message, "\n")
+	k.done(stage, status, headline)
+	k.rep.Stage = stage
+}
+
+// inconclusive ends the stage without a verdict either way.
+func (k *check) inconclusive(stage, headline, message string) {
+	k.rep.Verdict = Inconclusive
+	k.rep.Fault = ""
+	k.rep.Headline = headline
+	k.rep.Message = strings.TrimRight(message, "\n")
+	k.done(stage, StatusInconclusive, headline)
+	k.rep.Stage = stage
+}
+
+func (k *check) failed() bool { return k.rep.Verdict != Passed }
+
+func (k *check) finish() *Report {
+	k.rep.Duration = Seconds(time.Since(k.rep.Started))
+	if k.rep.Verdict == Passed && k.rep.Headline == "" {
+		k.rep.Headline = "passed"
+	}
+	return k.rep
+}
+
+// Check runs every stage on the target and returns the report; it never returns nil.
+func (c *Checker) Check(ctx context.Context, t Target) *Report {
+	k := c.newCheck(t, Stages)
+	defer k.finish()
+	if !k.validate() {
+		return k.rep
+	}
+	if !k.environment(false) {
+		return k.rep
+	}
+	prog := k.build(ctx)
+	if prog == nil {
+		return k.rep
+	}
+	if !k.policy(ctx, prog) {
+		return k.rep
+	}
+	k.runAll(ctx, prog)
+	return k.rep
+}
+
+// Build runs the environment (compiler only), build and policy stages.
+func (c *Checker) Build(ctx context.Context, t Target) *Report {
+	k := c.newCheck(t, []string{StageEnvironment, StageBuild, StagePolicy})
+	defer k.finish()
+	if !k.validate() {
+		return k.rep
+	}
+	if !k.environment(true) {
+		return k.rep
+	}
+	prog := k.build(ctx)
+	if prog == nil {
+		return k.rep
+	}
+	if k.policy(ctx, prog) {
+		k.rep.Headline = "built"
+	}
+	return k.rep
+}
+
+// validate catches a checker or target that cannot work at all (the caller's bug).
+func (k *check) validate() bool {
+	var missing []string
+	if k.e == nil {
+		missing = append(missing, "the exercise")
+	}
+	if k.c.Env == nil {
+		missing = append(missing, "the environment")
+	}
+	if k.c.WorkDir == "" {
+		missing = append(missing, "a work directory")
+	}
+	if k.e != nil && k.e.Kind != "python" && k.c.Builder == nil {
+		missing = append(missing, "a builder")
+	}
+	if k.c.Launcher == nil {
+		missing = append(missing, "a launcher")
+	}
+	if k.c.Harness == nil {
+		missing = append(missing, "the harness files")
+	}
+	if len(missing) == 0 && k.e != nil {
+		for _, name := range k.e.Files {
+			if k.t.Files[name] == "" {
+				missing = append(missing, fmt.Sprintf("the path of learner file %s", name))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		k.start(StageEnvironment)
+		k.fail(StageEnvironment, FaultRunner, "the checker was started without "+strings.Join(missing, ", "),
+			"The checker was set up incompletely: "+strings.Join(missing, ", ")+" missing.")
+		return false
+	}
+	return true
+}
+
+// environment refuses the check when this machine lacks what the exercise needs.
+func (k *check) environment(buildOnly bool) bool {
+	k.start(StageEnvironment)
+	e := k.e
+	var unmet []string
+	if buildOnly {
+		unmet = k.c.Env.Unmet(buildRequirements(e), course.Launch{})
+	} else {
+		unmet = k.c.Env.Unmet(e.Requires, e.Launch)
+	}
+	if e.Kind == "python" && k.c.Env.Python() == "" {
+		unmet = append(unmet, "a Python interpreter")
+	}
+	if !buildOnly && e.Launch.Launcher == launch.MPIRun && k.c.Env.MPI(e.Launch.CudaAwareMPI) == nil {
+		if e.Launch.CudaAwareMPI {
+			unmet = append(unmet, "a CUDA-aware MPI (mpirun)")
+		} else {
+			unmet = append(unmet, "an MPI installation (mpirun)")
+		}
+	}
+	unmet = dedupe(unmet)
+	if len(unmet) > 0 {
+		var b strings.Builder
+		b.WriteString("This machine cannot run this exercise. It needs:\n")
+		for _, u := range unmet {
+			fmt.Fprintf(&b, "  - %s\n", u)
+		}
+		b.WriteString("Nothing was built or run. `mgpu-learn doctor` shows what this machine has.")
+		k.fail(StageEnvironment, FaultMachine, "this machine lacks "+strings.Join(unmet, ", "), b.String())
+		return false
+	}
+	detail := ""
+	if !buildOnly {
+		detail = fmt.Sprintf("%d GPU(s)", k.c.Env.GPUCount())
+	}
+	k.done(StageEnvironment, StatusOK, detail)
+	return true
+}
+
+// buildRequirements are the requirements of compiling only: the compiler and the libraries
+// whose headers the build needs.
+func buildRequirements(e *course.Exercise) course.Requirements {
+	var libs []string
+	switch e.Kind {
+	case "cuda":
+		libs = append(libs, "nvcc")
+	case "c":
+		libs = append(libs, "cc")
+	}
+	for _, l := range e.Requires.Libs {
+		switch l {
+		case "nccl", "mpi", "nvshmem":
+			libs = append(libs, l)
+		}
+	}
+	return course.Requirements{Libs: dedupe(libs)}
+}
+
+func dedupe(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if x != "" && !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,255 @@
+package checker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// policy checks the learner's objects for forbidden symbols (c and cuda). Python exercises
+// are policed while they run: the harness wraps the forbidden calls and reports them as an
+// error record with where "policy".
+func (k *check) policy(ctx context.Context, prog *program) bool {
+	k.start(StagePolicy)
+	e := k.e
+	if len(e.Forbid) == 0 {
+		k.done(StagePolicy, StatusOK, "nothing forbidden")
+		return true
+	}
+	if e.Kind == "python" {
+		k.done(StagePolicy, StatusOK, "checked while running")
+		return true
+	}
+	nm, err := exec.LookPath("nm")
+	if err != nil {
+		k.fail(StagePolicy, FaultRunner, "nm not found: forbidden calls cannot be checked",
+			"The policy stage needs `nm` (binutils) to list the symbols of your object files; without it a forbidden call would go unnoticed, so the check stops here.")
+		return false
+	}
+	var violations []Violation
+	checked := 0
+	for _, lf := range prog.learner {
+		if !isSource(lf.Name) {
+			continue
+		}
+		if lf.Object == "" {
+			k.fail(StagePolicy, FaultRunner, "no object file for "+lf.Show,
+				fmt.Sprintf("The builder did not report an object file for %s, so its calls cannot be checked.", lf.Show))
+			return false
+		}
+		syms, err := objectSymbols(ctx, nm, lf.Object)
+		if err != nil {
+			k.fail(StagePolicy, FaultRunner, "nm failed on "+lf.Show, err.Error())
+			return false
+		}
+		checked++
+		for _, f := range e.Forbid {
+			for _, s := range syms {
+				if symbolMatches(s, f.Symbol) {
+					file := lf.Show
+					if line := findInSource(lf.Path, f.Symbol); line > 0 {
+						file = fmt.Sprintf("%s:%d", lf.Show, line)
+					}
+					violations = append(violations, Violation{Symbol: f.Symbol, Found: s, File: file, Why: f.Why})
+					break
+				}
+			}
+		}
+	}
+	if len(violations) > 0 {
+		k.rep.Policy = violations
+		v := violations[0]
+		var b strings.Builder
+		for _, v := range violations {
+			fmt.Fprintf(&b, "Your code calls %s (in %s), which this exercise forbids", v.Symbol, v.File)
+			if v.Why != "" {
+				fmt.Fprintf(&b, ": %s", v.Why)
+			}
+			b.WriteString(".\n")
+		}
+		b.WriteString("Remove the call and write that part yourself; the check looks at the symbols your object files use.")
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Symbol, v.File), b.String())
+		return false
+	}
+	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)", checked, len(e.Forbid)))
+	return true
+}
+
+// objectSymbols lists the defined and undefined symbol names of an object file, raw and
+// demangled (nm -C), so that C++ names are matched both ways.
+func objectSymbols(ctx context.Context, nm, obj string) ([]string, error) {
+	var syms []string
+	for _, args := range [][]string{{obj}, {"-C", obj}} {
+		cmd := exec.CommandContext(ctx, nm, args...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			if len(args) == 2 && len(syms) > 0 {
+				break // an nm without -C: the raw names are enough
+			}
+			return nil, fmt.Errorf("nm %s: %v: %s", obj, err, strings.TrimSpace(errb.String()))
+		}
+		syms = append(syms, parseNM(out.Bytes())...)
+	}
+	return syms, nil
+}
+
+// parseNM reads nm's output lines, "ADDR TYPE NAME" or "TYPE NAME" (undefined), where a
+// demangled NAME may contain spaces.
+func parseNM(out []byte) []string {
+	var syms []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), " ")
+		rest := line
+		if strings.HasPrefix(line, " ") {
+			rest = strings.TrimLeft(line, " ")
+		} else if i := strings.IndexByte(line, ' '); i > 0 && isHex(line[:i]) {
+			rest = line[i+1:]
+		}
+		if len(rest) < 3 || rest[1] != ' ' {
+			continue
+		}
+		syms = append(syms, rest[2:])
+	}
+	return syms
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// demangledName reduces a demangled C++ name to its qualified name: no parameters, no
+// return type, no trailing template arguments ("void ns::f<int>(int)" -> "ns::f").
+func demangledName(s string) string {
+	depth := 0
+	end := len(s)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '<':
+			depth++
+		case '>':
+			depth--
+		case '(':
+			if depth == 0 {
+				end = i
+				i = len(s)
+			}
+		}
+	}
+	s = strings.TrimSpace(s[:end])
+	// Trailing template arguments.
+	for strings.HasSuffix(s, ">") {
+		d := 0
+		cut := -1
+		for i := len(s) - 1; i >= 0; i-- {
+			if s[i] == '>' {
+				d++
+			} else if s[i] == '<' {
+				d--
+				if d == 0 {
+					cut = i
+					break
+				}
+			}
+		}
+		if cut < 0 {
+			break
+		}
+		s = s[:cut]
+	}
+	// A return type before the name, at template depth 0.
+	depth = 0
+	last := -1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '<':
+			depth++
+		case '>':
+			depth--
+		case ' ':
+			if depth == 0 {
+				last = i
+			}
+		}
+	}
+	return s[last+1:]
+}
+
+// symbolMatches says whether an object's symbol is the forbidden one: the same C name (a
+// version suffix "@GLIBC_2.14" aside), or a C++ mangled name that contains it ("_Z13lib_sum...",
+// "ns::fn" as "2ns2fn").
+func symbolMatches(sym, forbidden string) bool {
+	if i := strings.IndexByte(sym, '@'); i > 0 {
+		sym = sym[:i]
+	}
+	if sym == forbidden {
+		return true
+	}
+	if strings.ContainsAny(sym, "( <:") {
+		n := demangledName(sym)
+		return n == forbidden || strings.HasSuffix(n, "::"+forbidden)
+	}
+	if !strings.HasPrefix(sym, "_Z") && !strings.HasPrefix(sym, "__Z") {
+		return false
+	}
+	var frag strings.Builder
+	for _, part := range strings.Split(forbidden, "::") {
+		if part == "" {
+			return false
+		}
+		frag.WriteString(strconv.Itoa(len(part)))
+		frag.WriteString(part)
+	}
+	f := frag.String()
+	// The fragment must not be the tail of a longer identifier ("13my_lib_sum" contains
+	// "7lib_sum"... not as a whole component): check the character before the length digits.
+	for i := 0; ; {
+		j := strings.Index(sym[i:], f)
+		if j < 0 {
+			return false
+		}
+		j += i
+		if j == 0 || !isIdentDigit(sym[j-1]) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isIdentDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// findInSource gives the first line of file that names sym as a word, or 0.
+func findInSource(file, sym string) int {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	name := sym
+	if i := strings.LastIndex(name, "::"); i >= 0 {
+		name = name[i+2:]
+	}
+	re, err := regexp.Compile(`\b` + regexp.QuoteMeta(name) + `\b`)
+	if err != nil {
+		return 0
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if re.MatchString(line) {
+			return i + 1
+		}
+	}
+	return 0
+}

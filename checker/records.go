@@ -1,0 +1,235 @@
+package checker
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// maxRecordLine bounds one record line; a longer line is a protocol error, not a reason to
+// hold a runaway file in memory.
+const maxRecordLine = 16 << 20
+
+// record is one line of a rank's result file (docs/protocol.md §2). Numbers that may be NaN
+// are Float: the C harness writes null for them.
+type record struct {
+	T    string `json:"t"`
+	Rank *int   `json:"rank"`
+
+	// start
+	World     int    `json:"world"`
+	LocalRank int    `json:"local_rank"`
+	Device    int    `json:"device"`
+	GPU       string `json:"gpu"`
+	PID       int    `json:"pid"`
+	Harness   string `json:"harness"`
+	Exercise  string `json:"exercise"`
+
+	// case
+	Case      string     `json:"case"`
+	N         int64      `json:"n"`
+	OK        *bool      `json:"ok"`
+	Checked   int64      `json:"checked"`
+	Bad       int64      `json:"bad"`
+	Unwritten int64      `json:"unwritten"`
+	GuardHits int64      `json:"guard_hits"`
+	MaxAbsErr Float      `json:"max_abs_err"`
+	MaxRelErr Float      `json:"max_rel_err"`
+	First     []Mismatch `json:"first"`
+	Msg       string     `json:"msg"`
+
+	// timing
+	Who    string  `json:"who"`
+	Bytes  Float   `json:"bytes"`
+	Factor Float   `json:"factor"`
+	Metric string  `json:"metric"`
+	US     []Float `json:"us"`
+	WallUS []Float `json:"wall_us"`
+
+	// value
+	Name  string `json:"name"`
+	Value *Float `json:"value"`
+	Unit  string `json:"unit"`
+
+	// error
+	Where string `json:"where"`
+	Call  string `json:"call"`
+	File  string `json:"file"`
+	Line  int    `json:"line"`
+	Code  int64  `json:"code"`
+}
+
+// rankRecords is everything one rank wrote.
+type rankRecords struct {
+	Rank    int
+	Path    string
+	Missing bool // the file does not exist: the rank never started the harness
+	Start   *record
+	Cases   []record
+	Timings []record
+	Values  []record
+	Notes   []string
+	Errors  []record
+	Done    bool
+	// Truncated is set when the last line was cut off (no newline, not JSON): the rank died
+	// while writing it. It is dropped.
+	Truncated bool
+	Unknown   []string // record types this checker does not know (ignored)
+}
+
+// recordError is a result file that breaks the protocol; the runner's fault.
+type recordError struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (e *recordError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg) }
+
+// readRankFile reads rank r's result file.
+func readRankFile(path string, rank int) (*rankRecords, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &rankRecords{Rank: rank, Path: path, Missing: true}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseRecords(f, path, rank)
+}
+
+// parseRecords reads JSON lines from r. A cut-off last line is tolerated (Truncated); any other
+// line that is not a valid record is an error naming path:line.
+func parseRecords(r io.Reader, path string, rank int) (*rankRecords, error) {
+	rr := &rankRecords{Rank: rank, Path: path}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for lineNo := 1; ; lineNo++ {
+		line, err := readLine(br)
+		if err != nil && !errors.Is(err, io.EOF) {
+			if errors.Is(err, errLongLine) {
+				return rr, &recordError{path, lineNo, fmt.Sprintf("record longer than %d bytes", maxRecordLine)}
+			}
+			return rr, err
+		}
+		complete := bytes.HasSuffix(line, []byte("\n"))
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			continue
+		}
+		var rec record
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		perr := dec.Decode(&rec)
+		if perr == nil && dec.More() {
+			perr = errors.New("more than one JSON value on the line")
+		}
+		if perr != nil {
+			if !complete {
+				// The rank died in the middle of writing its last record.
+				rr.Truncated = true
+				break
+			}
+			return rr, &recordError{path, lineNo, "not a JSON record: " + shortErr(perr, trimmed)}
+		}
+		if rr.Done {
+			return rr, &recordError{path, lineNo, fmt.Sprintf("%q record after \"done\" (done must be the last record)", rec.T)}
+		}
+		if err := rr.add(&rec); err != nil {
+			return rr, &recordError{path, lineNo, err.Error()}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+	}
+	return rr, nil
+}
+
+var errLongLine = errors.New("line too long")
+
+// readLine returns the next line including its newline (absent at EOF).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if len(buf) > maxRecordLine {
+			return nil, errLongLine
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return buf, err
+	}
+}
+
+func shortErr(err error, line []byte) string {
+	s := string(line)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return fmt.Sprintf("%v: %q", err, s)
+}
+
+func (rr *rankRecords) add(rec *record) error {
+	if rec.T == "" {
+		return errors.New(`record without "t"`)
+	}
+	if rec.Rank == nil {
+		return fmt.Errorf("%q record without \"rank\"", rec.T)
+	}
+	if *rec.Rank != rr.Rank {
+		return fmt.Errorf("%q record of rank %d in rank %d's file", rec.T, *rec.Rank, rr.Rank)
+	}
+	if rr.Start == nil && rec.T != "start" {
+		return fmt.Errorf("%q record before \"start\" (start must be the first record)", rec.T)
+	}
+	switch rec.T {
+	case "start":
+		if rr.Start != nil {
+			return errors.New(`second "start" record`)
+		}
+		rr.Start = rec
+	case "case":
+		if rec.Case == "" {
+			return errors.New(`"case" record without a case name`)
+		}
+		if rec.OK == nil {
+			return fmt.Errorf("case %q: record without \"ok\"", rec.Case)
+		}
+		rr.Cases = append(rr.Cases, *rec)
+	case "timing":
+		if rec.Case == "" || (rec.Who != "yours" && rec.Who != "baseline") {
+			return fmt.Errorf(`"timing" record needs a case and who "yours" or "baseline" (got case %q, who %q)`, rec.Case, rec.Who)
+		}
+		if len(rec.US) != len(rec.WallUS) && len(rec.WallUS) != 0 {
+			return fmt.Errorf("timing %q/%s: %d samples in us but %d in wall_us", rec.Case, rec.Who, len(rec.US), len(rec.WallUS))
+		}
+		switch rec.Metric {
+		case "busbw", "algbw", "time":
+		default:
+			return fmt.Errorf("timing %q/%s: unknown metric %q", rec.Case, rec.Who, rec.Metric)
+		}
+		rr.Timings = append(rr.Timings, *rec)
+	case "value":
+		if rec.Value == nil {
+			return fmt.Errorf("value %q without a value", rec.Name)
+		}
+		rr.Values = append(rr.Values, *rec)
+	case "note":
+		rr.Notes = append(rr.Notes, rec.Msg)
+	case "error":
+		rr.Errors = append(rr.Errors, *rec)
+	case "done":
+		rr.Done = true
+	default:
+		rr.Unknown = append(rr.Unknown, rec.T)
+	}
+	return nil
+}

@@ -1,0 +1,35 @@
+/*
+ * mgpu_internal.h — what the harness parts share with each other. Drivers never include it.
+ *
+ * mgpu_core.c owns the process-wide state (record file, rank, rendezvous counters); the CUDA,
+ * NCCL and MPI parts reach it only through these functions.
+ */
+#ifndef MGPU_INTERNAL_H
+#define MGPU_INTERNAL_H
+
+#include "mgpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Hook the CUDA part defines (strongly) and the core references weakly, so the core links into
+ * CPU-only programs. select != 0: set device local_rank % count. Fills ctx->device,
+ * ctx->num_devices and gpu (name of the selected device, "" when none). */
+int mgpu__cuda_setup(mgpu_ctx *ctx, int select, char *gpu, size_t gpu_len);
+
+/* The context mgpu_init filled (NULL before). */
+mgpu_ctx *mgpu__ctx(void);
+
+/* File all-gather among the ranks (collective, same tag and len everywhere, same order):
+ * all must hold world * len bytes; rank r's contribution lands at all + r * len. */
+void mgpu__gather(mgpu_ctx *ctx, const char *tag, const void *mine, size_t len, void *all);
+
+/* Environment flag: 1 when the variable is set to something other than "", "0". */
+int mgpu__env_flag(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MGPU_INTERNAL_H */

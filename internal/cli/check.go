@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mgpu-learn/mgpu-learn/checker"
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/internal/doctor"
+	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
+	"github.com/mgpu-learn/mgpu-learn/runtime/build"
+	"github.com/mgpu-learn/mgpu-learn/runtime/launch"
+	"github.com/mgpu-learn/mgpu-learn/runtime/probe"
+)
+
+// checkOptions are the flags of check and build.
+type checkOptions struct {
+	JSON     bool
+	JUnit    string
+	Solution bool
+	Variant  string
+	Rebuild  bool
+	NoPerf   bool
+	Ranks    int
+	Verbose  bool
+}
+
+func newCheckCmd(app *App) *cobra.Command {
+	var o checkOptions
+	cmd := &cobra.Command{
+		Use:   "check <exercise|module|all>",
+		Short: "Build, run and verify exercises: build → policy → run → correctness → performance",
+		Long: `check compiles your files with the exercise's driver, runs them on this machine's GPUs,
+and checks the results and the timings. It stops at the first stage that fails and says
+whose fault it is.
+
+` + exitCodesHelp,
+		Example: `  mgpu-learn check module0/peer-copy
+  mgpu-learn check module3 --junit results.xml
+  mgpu-learn check all --solution --json     # instructors: prove the reference solutions`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return app.runChecks(cmd.Context(), args[0], o, false)
+		},
+	}
+	addCheckFlags(cmd, &o)
+	cmd.Flags().BoolVar(&o.NoPerf, "no-perf", false, "skip the performance stage")
+	cmd.Flags().IntVar(&o.Ranks, "ranks", 0, "run with `N` ranks instead of the exercise's default")
+	return cmd
+}
+
+func newBuildCmd(app *App) *cobra.Command {
+	var o checkOptions
+	cmd := &cobra.Command{
+		Use:   "build <exercise|module|all>",
+		Short: "Compile only (works on a machine without GPUs)",
+		Example: `  mgpu-learn build module3/ring-allreduce
+  mgpu-learn build all --solution`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return app.runChecks(cmd.Context(), args[0], o, true)
+		},
+	}
+	addCheckFlags(cmd, &o)
+	return cmd
+}
+
+func addCheckFlags(cmd *cobra.Command, o *checkOptions) {
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the reports as JSON (docs/report-schema.md)")
+	cmd.Flags().StringVar(&o.JUnit, "junit", "", "also write a JUnit XML report to `FILE` (for autograders)")
+	cmd.Flags().BoolVar(&o.Solution, "solution", false, "check the course's reference solution instead of your files")
+	cmd.Flags().StringVar(&o.Variant, "variant", "", "check the course's variant `NAME` (course authors)")
+	cmd.Flags().BoolVar(&o.Rebuild, "rebuild", false, "ignore the build cache")
+	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show every stage's detail and the ranks' output")
+}
+
+// runChecks resolves the target, checks (or builds) each exercise, records progress and prints
+// the reports. It returns an exitError with the combined exit code.
+func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOnly bool) error {
+	c, err := a.Course()
+	if err != nil {
+		return err
+	}
+	exs, err := c.Resolve(arg)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	if o.Variant != "" && len(exs) != 1 {
+		return usageErrorf("--variant needs a single exercise")
+	}
+	var ws *workspace.Workspace
+	if !o.Solution && o.Variant == "" {
+		if ws, err = a.Workspace(true); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ck, err := a.newChecker(ctx, !o.NoPerf && !buildOnly)
+	if err != nil {
+		return err
+	}
+	ck.Rebuild = o.Rebuild
+	ck.Ranks = o.Ranks
+	if !o.JSON && !buildOnly {
+		ck.Events = progressPrinter(a, o.Verbose)
+	}
+
+	var reports []*checker.Report
+	var codes []int
+	for _, e := range exs {
+		t, err := a.target(e, ws, o, ck.WorkDir)
+		if err != nil {
+			return err
+		}
+		if !o.JSON {
+			fmt.Fprintf(a.Err, "%s %s (%s)...\n", map[bool]string{true: "Building", false: "Checking"}[buildOnly], e.ID, t.Label)
+		}
+		var r *checker.Report
+		if buildOnly {
+			r = ck.Build(ctx, t)
+		} else {
+			r = ck.Check(ctx, t)
+			if ws != nil {
+				a.recordAttempt(ws, e, r)
+			}
+		}
+		reports = append(reports, r)
+		codes = append(codes, r.ExitCode())
+		if !o.JSON {
+			checker.WriteText(a.Out, []*checker.Report{r}, checker.TextOptions{Color: !a.plain(), Verbose: o.Verbose})
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if o.JSON {
+		if err := checker.WriteJSON(a.Out, reports); err != nil {
+			return runnerErrorf("writing JSON: %v", err)
+		}
+	}
+	if o.JUnit != "" {
+		f, err := os.Create(o.JUnit)
+		if err != nil {
+			return runnerErrorf("--junit: %v", err)
+		}
+		werr := checker.WriteJUnit(f, reports)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return runnerErrorf("--junit %s: %v", o.JUnit, werr)
+		}
+	}
+	if len(reports) > 1 && !o.JSON {
+		summarize(a, reports)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(a.Err, "Interrupted: every rank was stopped.")
+		return silentExit(ExitRunner)
+	}
+	return silentExit(worstCode(codes...))
+}
+
+// target says which files a check uses: the learner's (workspace), the solution or a variant.
+func (a *App) target(e *course.Exercise, ws *workspace.Workspace, o checkOptions, workDir string) (checker.Target, error) {
+	switch {
+	case o.Variant != "":
+		if e.Variant(o.Variant) == nil {
+			var names []string
+			for _, v := range e.Variants {
+				names = append(names, v.Name)
+			}
+			return checker.Target{}, usageErrorf("%s has no variant %q (it has: %s)", e.ID, o.Variant, strings.Join(names, ", "))
+		}
+		t, err := checker.VariantTarget(e, o.Variant, filepath.Join(workDir, "variants"))
+		if err != nil {
+			return t, runnerErrorf("%v", err)
+		}
+		return t, nil
+	case o.Solution:
+		t, err := checker.SolutionTarget(e, filepath.Join(workDir, "solutions"))
+		if err != nil {
+			return t, runnerErrorf("%v", err)
+		}
+		return t, nil
+	}
+	files := ws.Files(e)
+	for name, p := range files {
+		if _, err := os.Stat(p); err != nil {
+			return checker.Target{}, usageErrorf("%s: your file %s is missing (restore the starter with 'mgpu-learn reset %s', or run 'mgpu-learn init' again)", e.ID, p, e.ID)
+		}
+		_ = name
+	}
+	return checker.Target{Exercise: e, Files: files, Label: "yours"}, nil
+}
+
+// newChecker wires the checker to this machine's builder, launcher and facts.
+func (a *App) newChecker(ctx context.Context, perf bool) (*checker.Checker, error) {
+	c, err := a.Course()
+	if err != nil {
+		return nil, err
+	}
+	facts := a.Facts(ctx, false)
+	cache, err := cacheDir()
+	if err != nil {
+		return nil, runnerErrorf("cache directory: %v", err)
+	}
+	b := build.NewBuilder(filepath.Join(cache, "build"))
+	return &checker.Checker{
+		Course:   c,
+		Harness:  a.Harness(),
+		Builder:  b,
+		Launcher: launch.New(),
+		Env:      machine{facts: facts},
+		WorkDir:  filepath.Join(cache, "work"),
+		Perf:     perf && len(facts.GPUs) > 0,
+	}, nil
+}
+
+func cacheDir() (string, error) {
+	if d := os.Getenv("MGPU_LEARN_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "mgpu-learn"), nil
+}
+
+// machine adapts the probed facts to checker.Environment.
+type machine struct{ facts *probe.Facts }
+
+func (m machine) Unmet(req course.Requirements, l course.Launch) []string {
+	var out []string
+	for _, r := range doctor.Unmet(m.facts, req, l) {
+		s := r.What
+		if r.Fix != "" {
+			s += " — " + r.Fix
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (m machine) Toolchain(cudaAwareMPI bool) *build.Toolchain { return m.facts.Toolchain(cudaAwareMPI) }
+func (m machine) GPUCount() int                                { return len(m.facts.GPUs) }
+
+func (m machine) Python() string {
+	if m.facts.Python == nil {
+		return ""
+	}
+	return m.facts.Python.Path
+}
+
+func (m machine) MPI(cudaAware bool) *launch.MPI {
+	mp := m.facts.MPI
+	if cudaAware {
+		mp = m.facts.CudaMPI
+	}
+	if mp == nil {
+		return nil
+	}
+	return &launch.MPI{Mpirun: mp.Mpirun, Dialect: mp.Dialect, Home: mp.Home}
+}
+
+// recordAttempt saves the check in the workspace's progress (never fatal).
+func (a *App) recordAttempt(ws *workspace.Workspace, e *course.Exercise, r *checker.Report) {
+	if r.Verdict == "refused" {
+		return
+	}
+	err := ws.UpdateProgress(func(p *workspace.Progress) error {
+		ep := exerciseProgress(p, e.ID)
+		at := workspace.Attempt{
+			Time: time.Now(), Target: "yours", Verdict: r.Verdict, Stage: r.Stage,
+			Headline: headline(r), DurationMS: r.Duration.Milliseconds(),
+		}
+		ep.Attempts = append(ep.Attempts, at)
+		if r.Verdict == "passed" {
+			ep.Status = "passed"
+			if ep.Best == nil {
+				ep.Best = map[string]float64{}
+			}
+			for k, v := range at.Headline {
+				if old, ok := ep.Best[k]; !ok || better(k, v, old) {
+					ep.Best[k] = v
+				}
+			}
+		} else if ep.Status != "passed" {
+			ep.Status = "attempted"
+		}
+		p.LastExercise = e.ID
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(a.Err, "warning: could not save progress: %v\n", err)
+	}
+}
+
+func summarize(a *App, reports []*checker.Report) {
+	counts := map[string]int{}
+	for _, r := range reports {
+		counts[r.Verdict]++
+	}
+	fmt.Fprintf(a.Out, "\n%d passed, %d failed", counts["passed"], counts["failed"]+counts["error"])
+	for _, k := range []string{"refused", "inconclusive", "error"} {
+		if counts[k] > 0 {
+			fmt.Fprintf(a.Out, ", %d %s", counts[k], k)
+		}
+	}
+	fmt.Fprintln(a.Out)
+}

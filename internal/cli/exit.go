@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Exit codes, decided here and nowhere else (main calls os.Exit with what Main returns).
+const (
+	ExitPassed       = 0 // every check passed (or the command did its job)
+	ExitFailed       = 1 // a check failed: the learner's code
+	ExitUsage        = 2 // bad command line, unknown exercise, no workspace
+	ExitUnsupported  = 3 // this machine can't run it (no GPU, missing library)
+	ExitRunner       = 4 // mgpu-learn itself failed: not the learner's fault
+	ExitInconclusive = 5 // the timing was too noisy to judge; run it again
+)
+
+const exitCodesHelp = `Exit codes:
+  0  passed (or the command did its job)
+  1  a check failed: something in your code
+  2  usage error: bad arguments, unknown exercise, no workspace
+  3  this machine can't run it (no GPU, a missing library): see 'mgpu-learn doctor'
+  4  mgpu-learn itself failed: not your fault; please report it
+  5  inconclusive: the machine was too noisy to judge the timing; run the check again`
+
+// exitError carries an exit code with its error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func runnerErrorf(format string, args ...any) error {
+	return &exitError{code: ExitRunner, err: fmt.Errorf(format, args...)}
+}
+
+// silentExit ends the command with a code after it printed its own report.
+func silentExit(code int) error { return &exitError{code: code, err: errSilent} }
+
+var errSilent = errors.New("")
+
+// exitCode maps an error returned by a command to the process exit code.
+func exitCode(err error) int {
+	if err == nil {
+		return ExitPassed
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	// Cobra's own argument and flag errors are usage errors.
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return ExitUsage
+		}
+	}
+	return ExitRunner
+}
+
+// worstCode combines the exit codes of several checks: a runner failure outranks a failed
+// check, which outranks an inconclusive one, which outranks a refusal.
+func worstCode(codes ...int) int {
+	rank := map[int]int{ExitPassed: 0, ExitUnsupported: 1, ExitInconclusive: 2, ExitFailed: 3, ExitRunner: 4, ExitUsage: 5}
+	best := ExitPassed
+	for _, c := range codes {
+		if rank[c] > rank[best] {
+			best = c
+		}
+	}
+	return best
+}

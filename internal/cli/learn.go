@@ -1,0 +1,611 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/internal/doctor"
+	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
+)
+
+// Exercise statuses shown by list and progress.
+const (
+	statusNotStarted = "not started"
+	statusAttempted  = "attempted"
+	statusPassed     = "passed"
+)
+
+func newListCmd(app *App) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List modules and exercises with their status and requirements",
+		Example: `  mgpu-learn list
+  mgpu-learn list --json | jq '.modules[].exercises[] | select(.runnable)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := app.Course()
+			if err != nil {
+				return err
+			}
+			out := app.listing(cmd.Context(), c, app.progressOrEmpty())
+			if asJSON {
+				return writeJSON(app.Out, out)
+			}
+			writeListing(app.Out, out)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema in docs/cli.md)")
+	return cmd
+}
+
+// listing builds the course map with statuses and whether this machine meets each
+// exercise's requirements.
+func (a *App) listing(ctx context.Context, c *course.Course, prog *workspace.Progress) listing {
+	facts := a.Facts(ctx, false)
+	out := listing{Schema: 1, Course: c.Title}
+	for _, m := range c.Modules {
+		lm := listedModule{ID: m.ID, Title: m.Title}
+		for _, e := range m.Exercises {
+			le := listedExercise{
+				ID: e.ID, Title: e.Title, Status: exerciseStatus(prog, e.ID),
+				GPUs: e.Requires.GPUs, Libs: e.Requires.Libs,
+			}
+			for _, r := range doctor.Unmet(facts, e.Requires, e.Launch) {
+				le.Missing = append(le.Missing, r.What)
+			}
+			le.Runnable = len(le.Missing) == 0
+			if le.Status == statusPassed {
+				lm.Passed++
+			}
+			lm.Exercises = append(lm.Exercises, le)
+		}
+		out.Modules = append(out.Modules, lm)
+	}
+	return out
+}
+
+type listing struct {
+	Schema  int            `json:"schema"`
+	Course  string         `json:"course"`
+	Modules []listedModule `json:"modules"`
+}
+
+type listedModule struct {
+	ID        string           `json:"id"`
+	Title     string           `json:"title"`
+	Passed    int              `json:"passed"`
+	Exercises []listedExercise `json:"exercises"`
+}
+
+type listedExercise struct {
+	ID       string   `json:"id"`
+	Title    string   `json:"title"`
+	Status   string   `json:"status"`
+	GPUs     int      `json:"gpus"`
+	Libs     []string `json:"libs"`
+	Runnable bool     `json:"runnable"`
+	Missing  []string `json:"missing,omitempty"`
+}
+
+func writeListing(w io.Writer, l listing) {
+	fmt.Fprintln(w, l.Course)
+	for _, m := range l.Modules {
+		fmt.Fprintf(w, "\n%s  %s  (%d/%d passed)\n", m.ID, m.Title, m.Passed, len(m.Exercises))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, e := range m.Exercises {
+			needs := fmt.Sprintf("%d GPU", e.GPUs)
+			if e.GPUs != 1 {
+				needs += "s"
+			}
+			if len(e.Libs) > 0 {
+				needs += ", " + strings.Join(e.Libs, ", ")
+			}
+			here := "runs here"
+			if !e.Runnable {
+				here = "can't run here: " + strings.Join(e.Missing, "; ")
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t[%s]\tneeds %s\t%s\n", e.ID, e.Title, e.Status, needs, here)
+		}
+		tw.Flush()
+	}
+}
+
+func newShowCmd(app *App) *cobra.Command {
+	var page int
+	cmd := &cobra.Command{
+		Use:   "show <module|lesson|exercise>",
+		Short: "Read a lesson, a whole module's lessons, or an exercise's task",
+		Example: `  mgpu-learn show module0             # the module's lessons, page 1
+  mgpu-learn show module0 --page 3    # page 3 of the module
+  mgpu-learn show module0/peer-copy   # the exercise's task and your files`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := app.Course()
+			if err != nil {
+				return err
+			}
+			md, err := app.showMarkdown(c, args[0], page)
+			if err != nil {
+				return err
+			}
+			out, err := course.Render(md, app.width(), app.plain())
+			if err != nil {
+				return runnerErrorf("rendering: %v", err)
+			}
+			fmt.Fprint(app.Out, out)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&page, "page", 0, "show page `N` (1-based) of a module or lesson; 0 shows a module's first page and a lesson whole")
+	return cmd
+}
+
+// showMarkdown finds what `show` prints for an id.
+func (a *App) showMarkdown(c *course.Course, id string, page int) (string, error) {
+	if e := c.Exercise(id); e != nil {
+		return a.exerciseMarkdown(e)
+	}
+	if m := c.Module(id); m != nil {
+		pages := modulePages(m)
+		if len(pages) == 0 {
+			return fmt.Sprintf("# %s\n\n%s\n", m.Title, m.Summary), nil
+		}
+		if page == 0 {
+			page = 1
+		}
+		if page < 1 || page > len(pages) {
+			return "", usageErrorf("%s has pages 1 to %d", m.ID, len(pages))
+		}
+		p := pages[page-1]
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s\n\n---\n*%s — page %d of %d: %s. ", p.Markdown, m.ID, page, len(pages), p.Lesson.Title)
+		if page < len(pages) {
+			fmt.Fprintf(&b, "Next: `mgpu-learn show %s --page %d`", m.ID, page+1)
+		} else if len(m.Exercises) > 0 {
+			fmt.Fprintf(&b, "Now try `mgpu-learn show %s`", m.Exercises[0].ID)
+		}
+		b.WriteString("*\n")
+		a.rememberPage(m.ID, page)
+		return b.String(), nil
+	}
+	for _, m := range c.Modules {
+		for _, l := range m.Lessons {
+			if l.ID != id {
+				continue
+			}
+			if page == 0 {
+				return l.Body, nil
+			}
+			if page < 1 || page > len(l.Pages) {
+				return "", usageErrorf("%s has pages 1 to %d", l.ID, len(l.Pages))
+			}
+			return l.Pages[page-1].Markdown, nil
+		}
+	}
+	return "", usageErrorf("no module, lesson or exercise %q%s", id, suggest(c, id))
+}
+
+type modulePage struct {
+	Lesson   *course.Lesson
+	Markdown string
+}
+
+func modulePages(m *course.Module) []modulePage {
+	var out []modulePage
+	for _, l := range m.Lessons {
+		for i, p := range l.Pages {
+			md := p.Markdown
+			if i == 0 && !strings.HasPrefix(strings.TrimSpace(md), "# ") {
+				md = "# " + l.Title + "\n\n" + md
+			}
+			out = append(out, modulePage{Lesson: l, Markdown: md})
+		}
+	}
+	return out
+}
+
+func (a *App) exerciseMarkdown(e *course.Exercise) (string, error) {
+	task, err := e.ReadFile(e.Task)
+	if err != nil {
+		return "", runnerErrorf("%s: %v", e.ID, err)
+	}
+	var b strings.Builder
+	b.Write(task)
+	b.WriteString("\n\n## Your files\n\n")
+	if w, err := a.Workspace(false); err == nil {
+		for _, f := range e.Files {
+			fmt.Fprintf(&b, "- `%s`\n", w.FilePath(e, f))
+		}
+	} else {
+		for _, f := range e.Files {
+			fmt.Fprintf(&b, "- `%s` (run `mgpu-learn init` to get a workspace)\n", f)
+		}
+	}
+	fmt.Fprintf(&b, "\nCheck with `mgpu-learn check %s`; `mgpu-learn hint %s` reveals one hint at a time (%d in all).\n", e.ID, e.ID, len(e.Hints))
+	return b.String(), nil
+}
+
+func (a *App) rememberPage(moduleID string, page int) {
+	w, err := a.Workspace(false)
+	if err != nil {
+		return
+	}
+	_ = w.UpdateProgress(func(p *workspace.Progress) error {
+		if p.LessonPage == nil {
+			p.LessonPage = map[string]int{}
+		}
+		p.LessonPage[moduleID] = page
+		return nil
+	})
+}
+
+func suggest(c *course.Course, id string) string {
+	var close []string
+	low := strings.ToLower(id)
+	for _, m := range c.Modules {
+		if strings.Contains(m.ID, low) || strings.Contains(low, m.ID) {
+			close = append(close, m.ID)
+		}
+		for _, e := range m.Exercises {
+			name := e.ID[strings.Index(e.ID, "/")+1:]
+			if strings.Contains(e.ID, low) || strings.Contains(low, name) {
+				close = append(close, e.ID)
+			}
+		}
+	}
+	if len(close) == 0 {
+		return " (see 'mgpu-learn list')"
+	}
+	if len(close) > 5 {
+		close = close[:5]
+	}
+	return "; did you mean " + strings.Join(close, ", ") + "?"
+}
+
+func newInitCmd(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "init [DIR]",
+		Short: "Create a workspace with every exercise's starter files",
+		Long: `init creates a workspace (default ./` + defaultWorkspaceDir + `) laid out by module, with each
+exercise's starter files and task. Files that already exist are never overwritten, so running
+init again after a course update only adds what is new.`,
+		Example: `  mgpu-learn init
+  mgpu-learn init ~/gpu-course`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := app.Course()
+			if err != nil {
+				return err
+			}
+			dir := defaultWorkspaceDir
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			created, skipped, err := workspace.Init(dir, c)
+			if err != nil {
+				return runnerErrorf("init %s: %v", dir, err)
+			}
+			abs, _ := filepath.Abs(dir)
+			fmt.Fprintf(app.Out, "Workspace %s: %d files created, %d already there (kept as they are).\n", abs, len(created), len(skipped))
+			fmt.Fprintf(app.Out, "Next: cd %s && mgpu-learn start   (or: mgpu-learn show %s)\n", dir, firstModule(c))
+			return nil
+		},
+	}
+}
+
+func firstModule(c *course.Course) string {
+	if len(c.Modules) == 0 {
+		return ""
+	}
+	return c.Modules[0].ID
+}
+
+func newHintCmd(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:     "hint <exercise>",
+		Short:   "Reveal the next hint of an exercise",
+		Example: "  mgpu-learn hint module0/peer-copy",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := app.Course()
+			if err != nil {
+				return err
+			}
+			e, err := oneExercise(c, args[0])
+			if err != nil {
+				return err
+			}
+			if len(e.Hints) == 0 {
+				fmt.Fprintf(app.Out, "%s has no hints. Re-read the task: mgpu-learn show %s\n", e.ID, e.ID)
+				return nil
+			}
+			shown := 0
+			if w, err := app.Workspace(false); err == nil {
+				err = w.UpdateProgress(func(p *workspace.Progress) error {
+					ep := exerciseProgress(p, e.ID)
+					if ep.HintsShown < len(e.Hints) {
+						ep.HintsShown++
+					}
+					shown = ep.HintsShown
+					return nil
+				})
+				if err != nil {
+					return runnerErrorf("saving progress: %v", err)
+				}
+			} else {
+				shown = 1
+				fmt.Fprintln(app.Err, "(no workspace: hints are not remembered)")
+			}
+			for i := 0; i < shown; i++ {
+				fmt.Fprintf(app.Out, "Hint %d/%d: %s\n", i+1, len(e.Hints), strings.TrimSpace(e.Hints[i]))
+			}
+			if shown == len(e.Hints) {
+				fmt.Fprintln(app.Out, "That was the last hint.")
+			}
+			return nil
+		},
+	}
+}
+
+func newSolutionCmd(app *App) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "solution <exercise>",
+		Short: "Show the reference solution (after you passed, or with --force)",
+		Example: `  mgpu-learn solution module0/peer-copy
+  mgpu-learn solution module0/peer-copy --force   # before passing: spoils the exercise`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := app.Course()
+			if err != nil {
+				return err
+			}
+			e, err := oneExercise(c, args[0])
+			if err != nil {
+				return err
+			}
+			w, werr := app.Workspace(false)
+			passed := false
+			if werr == nil {
+				p, _, _ := w.LoadProgress()
+				passed = p != nil && exerciseStatus(p, e.ID) == statusPassed
+			}
+			if !passed && !force {
+				return usageErrorf("you haven't passed %s yet; the solution unlocks when you do (or use --force)", e.ID)
+			}
+			for _, f := range e.Files {
+				b, err := e.ReadFile(e.SolutionPath(f))
+				if err != nil {
+					return runnerErrorf("%s: %v", e.ID, err)
+				}
+				fmt.Fprintf(app.Out, "// ===== %s (reference solution of %s) =====\n%s\n", f, e.ID, b)
+			}
+			if werr == nil {
+				_ = w.UpdateProgress(func(p *workspace.Progress) error {
+					exerciseProgress(p, e.ID).SolutionViewed = true
+					return nil
+				})
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "show it even though you haven't passed yet")
+	return cmd
+}
+
+func newResetCmd(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reset <exercise>",
+		Short: "Restore an exercise's starter files (your files are backed up first)",
+		Example: "  mgpu-learn reset module3/ring-allreduce",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := app.Course()
+			if err != nil {
+				return err
+			}
+			e, err := oneExercise(c, args[0])
+			if err != nil {
+				return err
+			}
+			w, err := app.Workspace(false)
+			if err != nil {
+				return err
+			}
+			backups, err := w.Reset(e)
+			if err != nil {
+				return runnerErrorf("reset %s: %v", e.ID, err)
+			}
+			for _, b := range backups {
+				fmt.Fprintf(app.Out, "Your previous file was saved as %s\n", b)
+			}
+			fmt.Fprintf(app.Out, "%s is back to its starter files.\n", e.ID)
+			return nil
+		},
+	}
+}
+
+func newProgressCmd(app *App) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "progress",
+		Short:   "Show what you passed, your attempts and your best timings",
+		Example: "  mgpu-learn progress\n  mgpu-learn progress --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := app.Course()
+			if err != nil {
+				return err
+			}
+			w, err := app.Workspace(false)
+			if err != nil {
+				return err
+			}
+			p, warnings, err := w.LoadProgress()
+			for _, wmsg := range warnings {
+				fmt.Fprintln(app.Err, "warning:", wmsg)
+			}
+			if err != nil {
+				return runnerErrorf("reading progress: %v", err)
+			}
+			rep := progressReport{Schema: 1}
+			for _, m := range c.Modules {
+				pm := progressModule{ID: m.ID, Title: m.Title, Total: len(m.Exercises)}
+				for _, e := range m.Exercises {
+					pe := progressExercise{ID: e.ID, Status: exerciseStatus(p, e.ID)}
+					if ep := p.Exercises[e.ID]; ep != nil {
+						pe.Attempts = len(ep.Attempts)
+						pe.Best = ep.Best
+						if n := len(ep.Attempts); n > 0 {
+							t := ep.Attempts[n-1].Time
+							pe.LastAttempt = &t
+						}
+					}
+					if pe.Status == statusPassed {
+						pm.Passed++
+					}
+					pm.Exercises = append(pm.Exercises, pe)
+				}
+				rep.Modules = append(rep.Modules, pm)
+			}
+			if asJSON {
+				return writeJSON(app.Out, rep)
+			}
+			writeProgress(app.Out, rep)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+type progressReport struct {
+	Schema  int              `json:"schema"`
+	Modules []progressModule `json:"modules"`
+}
+
+type progressModule struct {
+	ID        string             `json:"id"`
+	Title     string             `json:"title"`
+	Passed    int                `json:"passed"`
+	Total     int                `json:"total"`
+	Exercises []progressExercise `json:"exercises"`
+}
+
+type progressExercise struct {
+	ID          string             `json:"id"`
+	Status      string             `json:"status"`
+	Attempts    int                `json:"attempts"`
+	LastAttempt *time.Time         `json:"last_attempt,omitempty"`
+	Best        map[string]float64 `json:"best,omitempty"`
+}
+
+func writeProgress(w io.Writer, r progressReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, m := range r.Modules {
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d passed\t\n", m.ID, m.Title, m.Passed, m.Total)
+		for _, e := range m.Exercises {
+			best := ""
+			keys := make([]string, 0, len(e.Best))
+			for k := range e.Best {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				best += fmt.Sprintf("%s %.3g  ", k, e.Best[k])
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d attempts\t%s\n", e.ID, e.Status, e.Attempts, strings.TrimSpace(best))
+		}
+	}
+	tw.Flush()
+}
+
+func newVersionCmd(app *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of mgpu-learn and its course",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(app.Out, "mgpu-learn %s\n", Version)
+			if c, err := app.Course(); err == nil {
+				n := 0
+				for _, m := range c.Modules {
+					n += len(m.Exercises)
+				}
+				src := "built in"
+				if app.CourseDir != "" {
+					src = app.CourseDir
+				}
+				fmt.Fprintf(app.Out, "course: %s (%d modules, %d exercises; %s)\n", c.Title, len(c.Modules), n, src)
+			}
+			return nil
+		},
+	}
+}
+
+// oneExercise resolves exactly one exercise id.
+func oneExercise(c *course.Course, id string) (*course.Exercise, error) {
+	if e := c.Exercise(id); e != nil {
+		return e, nil
+	}
+	return nil, usageErrorf("no exercise %q%s", id, suggest(c, id))
+}
+
+func (a *App) progressOrEmpty() *workspace.Progress {
+	w, err := a.Workspace(false)
+	if err != nil {
+		return &workspace.Progress{}
+	}
+	p, warnings, err := w.LoadProgress()
+	for _, m := range warnings {
+		fmt.Fprintln(a.Err, "warning:", m)
+	}
+	if err != nil || p == nil {
+		return &workspace.Progress{}
+	}
+	return p
+}
+
+func exerciseStatus(p *workspace.Progress, id string) string {
+	if p == nil || p.Exercises == nil || p.Exercises[id] == nil {
+		return statusNotStarted
+	}
+	switch p.Exercises[id].Status {
+	case "passed":
+		return statusPassed
+	case "attempted":
+		return statusAttempted
+	}
+	return statusNotStarted
+}
+
+func exerciseProgress(p *workspace.Progress, id string) *workspace.ExerciseProgress {
+	if p.Exercises == nil {
+		p.Exercises = map[string]*workspace.ExerciseProgress{}
+	}
+	ep := p.Exercises[id]
+	if ep == nil {
+		ep = &workspace.ExerciseProgress{Status: "not_started"}
+		p.Exercises[id] = ep
+	}
+	return ep
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

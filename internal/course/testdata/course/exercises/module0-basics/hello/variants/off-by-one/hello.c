@@ -1,0 +1,1 @@
+int hello(int n){return n-1;}

@@ -1,0 +1,1 @@
+def s(): return 2

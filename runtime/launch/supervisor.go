@@ -1,0 +1,500 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+const (
+	defaultGrace    = 2 * time.Second
+	defaultTeardown = 2 * time.Second
+	defaultScan     = 200 * time.Millisecond
+	// abandonAfter bounds the wait for processes that survive SIGKILL (uninterruptible sleep
+	// in a driver); they are reported in Leftover.
+	abandonAfter = 5 * time.Second
+	// verifyFor bounds the wait for killed processes to vanish from the process table.
+	verifyFor = 2 * time.Second
+)
+
+// Supervisor launches jobs. The zero value is ready to use; one Supervisor may run several
+// jobs at once.
+type Supervisor struct {
+	// ScanInterval is how often the process table is read to find the processes a job's
+	// processes start (default 200ms).
+	ScanInterval time.Duration
+}
+
+// New returns a Supervisor with default settings.
+func New() *Supervisor { return &Supervisor{} }
+
+// proc is one process the supervisor started: a rank, or the launcher program.
+type proc struct {
+	rank    int // -1: the launcher program
+	cmd     *exec.Cmd
+	sink    *sink
+	out     *os.File // read end of its output pipe
+	read    chan struct{}
+	started time.Time
+	ended   time.Time
+	state   *os.ProcessState
+	exited  bool
+	sent    bool // we have signalled it
+	hung    bool // it was running when the job timed out
+	killed  bool // it was running when the job was canceled or torn down
+}
+
+type exitEvent struct {
+	p     *proc
+	at    time.Time
+	state *os.ProcessState
+}
+
+// job is one Launch in progress.
+type job struct {
+	spec     Spec
+	procs    []*proc
+	sinks    []*sink // per rank
+	launcher *sink   // nil when the ranks are started directly
+	wrapped  bool
+	tag      func([]byte) (int, []byte, bool)
+	fp       failureParser
+	tr       *tracker
+	exits    chan exitEvent
+	rdzv     string
+	begin    time.Time
+
+	timedOut, canceled bool
+	firstFailed        int
+	running            map[int]bool // launcher jobs: ranks alive at a timeout or cancel
+}
+
+// Launch runs the job described by s and returns how every rank ended. The error is only for
+// failures of the launcher itself (a program that cannot be started, a bad Spec); ranks that
+// fail are reported in the Result.
+func (sv *Supervisor) Launch(ctx context.Context, s Spec) (*Result, error) {
+	if err := normalize(&s); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j := &job{spec: s, firstFailed: -1, begin: time.Now()}
+	j.rdzv = filepath.Join(s.RunDir, "rdzv")
+	// A rendezvous directory left by an earlier run would hand out stale ids.
+	if err := os.RemoveAll(j.rdzv); err != nil {
+		return nil, fmt.Errorf("launch: clearing %s: %w", j.rdzv, err)
+	}
+	if err := os.MkdirAll(j.rdzv, 0o755); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	defer os.RemoveAll(j.rdzv)
+
+	if err := j.start(); err != nil {
+		j.abort()
+		return nil, err
+	}
+	interval := sv.ScanInterval
+	if interval <= 0 {
+		interval = defaultScan
+	}
+	j.supervise(ctx, interval)
+	return j.result(), nil
+}
+
+func normalize(s *Spec) error {
+	if len(s.Argv) == 0 {
+		return errors.New("launch: empty Argv")
+	}
+	if s.RunDir == "" {
+		return errors.New("launch: RunDir is required")
+	}
+	if st, err := os.Stat(s.RunDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("launch: run directory %s does not exist", s.RunDir)
+	}
+	switch s.Launcher {
+	case Single:
+		s.Ranks = 1
+	case Local, Torchrun, MPIRun:
+		if s.Ranks < 1 {
+			return fmt.Errorf("launch: %s launcher needs Ranks >= 1, got %d", s.Launcher, s.Ranks)
+		}
+	default:
+		return fmt.Errorf("launch: unknown launcher %q (want local, single, mpirun or torchrun)", s.Launcher)
+	}
+	if s.Grace <= 0 {
+		s.Grace = defaultGrace
+	}
+	if s.TeardownAfter <= 0 {
+		s.TeardownAfter = defaultTeardown
+	}
+	if s.TailBytes <= 0 {
+		s.TailBytes = defaultTailBytes
+	}
+	return nil
+}
+
+// start builds the environments and starts the processes.
+func (j *job) start() error {
+	s := &j.spec
+	port, err := freePort()
+	if err != nil {
+		return fmt.Errorf("launch: finding a free port: %w", err)
+	}
+	j.sinks = make([]*sink, s.Ranks)
+	for r := range j.sinks {
+		j.sinks[r] = newSink(r, s.TailBytes, s.Output)
+	}
+	j.exits = make(chan exitEvent, s.Ranks+1)
+
+	base := newEnviron(os.Environ())
+	jobVars := []string{"MGPU_RUN_DIR", "MGPU_RDZV_DIR"}
+	wrapped := s.Launcher == MPIRun || s.Launcher == Torchrun && s.UseTorchrun
+	if wrapped {
+		for _, k := range rankVars {
+			base.unset(k)
+		}
+	}
+	for _, kv := range newEnviron(s.Env).list() {
+		k, v, _ := cutEnv(kv)
+		base.set(k, v)
+		jobVars = append(jobVars, k)
+	}
+	base.set("MGPU_RUN_DIR", s.RunDir)
+	base.set("MGPU_RDZV_DIR", j.rdzv)
+	base.force()
+	for _, kv := range forcedEnv {
+		jobVars = append(jobVars, kv[0])
+	}
+
+	if !wrapped {
+		j.tr = newTracker("")
+		for r := 0; r < s.Ranks; r++ {
+			env := base.clone()
+			env.setRank(r, s.Ranks, port)
+			env.force()
+			if err := j.spawn(r, s.Argv, env.list(), j.sinks[r]); err != nil {
+				return fmt.Errorf("launch: starting rank %d (%s): %w", r, s.Argv[0], err)
+			}
+		}
+		return nil
+	}
+
+	j.wrapped = true
+	j.launcher = newSink(-1, s.TailBytes, s.Output)
+	var argv []string
+	var rankVar string
+	if s.Launcher == MPIRun {
+		base.set("MASTER_ADDR", "127.0.0.1")
+		base.set("MASTER_PORT", port)
+		jobVars = append(jobVars, "MASTER_ADDR", "MASTER_PORT")
+		argv, j.tag, rankVar, j.fp, err = mpiPlan(s, base, jobVars)
+	} else {
+		argv, err = torchrunPlan(s, port, filepath.Join(j.rdzv, "torchrun-logs"))
+		j.tag, rankVar, j.fp = torchrunTag, "RANK", &torchrunFailures{}
+	}
+	if err != nil {
+		return err
+	}
+	base.force()
+	j.tr = newTracker(rankVar)
+	if err := j.spawn(-1, argv, base.list(), j.launcher); err != nil {
+		return fmt.Errorf("launch: starting %s: %w", argv[0], err)
+	}
+	return nil
+}
+
+func cutEnv(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// spawn starts one process in a process group of its own with stdout and stderr on one pipe.
+func (j *job) spawn(rank int, argv, env []string, sk *sink) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = j.spec.Dir
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return err
+	}
+	w.Close()
+	p := &proc{rank: rank, cmd: cmd, sink: sk, out: r, read: make(chan struct{}), started: time.Now()}
+	j.procs = append(j.procs, p)
+	j.tr.add(cmd.Process.Pid)
+	go func() {
+		defer close(p.read)
+		if j.wrapped {
+			splitLines(r, j.demux)
+		} else {
+			splitLines(r, sk.line)
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		j.exits <- exitEvent{p: p, at: time.Now(), state: cmd.ProcessState}
+	}()
+	return nil
+}
+
+// demux sends a launcher's line to the rank it is tagged with, or to the launcher's own sink.
+func (j *job) demux(line []byte, cut int64) {
+	if r, rest, ok := j.tag(line); ok && r >= 0 && r < len(j.sinks) {
+		j.sinks[r].line(rest, cut)
+		return
+	}
+	j.fp.line(string(line))
+	j.launcher.line(line, cut)
+}
+
+// abort kills what start managed to start before it failed.
+func (j *job) abort() {
+	if j.tr == nil {
+		return
+	}
+	j.tr.signal(syscall.SIGKILL)
+	for range j.procs {
+		ev := <-j.exits
+		j.tr.reaped(ev.p.cmd.Process.Pid)
+		ev.p.out.Close()
+	}
+	j.tr.signal(syscall.SIGKILL)
+}
+
+// supervise waits for the processes, tearing the job down on failure, timeout or cancel.
+func (j *job) supervise(ctx context.Context, interval time.Duration) {
+	s := &j.spec
+	running := len(j.procs)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var timeout <-chan time.Time
+	if s.Timeout > 0 {
+		t := time.NewTimer(s.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var killAt, abandonAt <-chan time.Time
+	tearing := false
+	done := ctx.Done()
+
+	teardown := func(grace time.Duration, mark func(p *proc)) {
+		tearing = true
+		done, timeout = nil, nil
+		for _, p := range j.procs {
+			if !p.exited {
+				mark(p)
+				p.sent = true
+			}
+		}
+		j.tr.signal(syscall.SIGTERM)
+		killAt = time.After(grace)
+	}
+
+	for running > 0 {
+		select {
+		case ev := <-j.exits:
+			running--
+			p := ev.p
+			p.exited, p.ended, p.state = true, ev.at, ev.state
+			j.tr.reaped(p.cmd.Process.Pid)
+			if !j.wrapped && !tearing && failed(p) {
+				j.firstFailed = p.rank
+				teardown(min(s.Grace, s.TeardownAfter/2), func(p *proc) { p.killed = true })
+			}
+		case <-done:
+			j.canceled = true
+			j.markRunning()
+			teardown(s.Grace, func(p *proc) { p.killed = true })
+		case <-timeout:
+			j.timedOut = true
+			j.markRunning()
+			teardown(s.Grace, func(p *proc) { p.hung = true })
+		case <-killAt:
+			killAt = nil
+			j.tr.signal(syscall.SIGKILL)
+			abandonAt = time.After(abandonAfter)
+		case <-abandonAt:
+			running = 0 // processes that survive SIGKILL are reported as Leftover
+		case <-tick.C:
+			j.tr.scan()
+		}
+	}
+
+	// Whatever the ranks left behind (children in their groups, daemons of the launcher)
+	// goes too: the job is over.
+	if left := j.tr.leftover(); len(left) > 0 {
+		j.tr.signal(syscall.SIGKILL)
+	}
+	j.drainOutput()
+}
+
+// markRunning records, for launcher jobs, which ranks were still running at a timeout or
+// cancel.
+func (j *job) markRunning() {
+	if !j.wrapped {
+		return
+	}
+	j.tr.scan()
+	j.running = map[int]bool{}
+	for r, k := range j.tr.ranks {
+		if j.tr.alive(k) {
+			j.running[r] = true
+		}
+	}
+}
+
+// failed reports whether a rank's end is a failure of its own (not one we caused).
+func failed(p *proc) bool {
+	if p.sent {
+		return false
+	}
+	ws, ok := p.state.Sys().(syscall.WaitStatus)
+	if !ok {
+		return !p.state.Success()
+	}
+	return ws.Signaled() || ws.Exited() && ws.ExitStatus() != 0
+}
+
+// drainOutput waits for the output readers; a pipe held open by a process that escaped is
+// closed after a second so the readers end.
+func (j *job) drainOutput() {
+	deadline := time.After(time.Second)
+	for _, p := range j.procs {
+		select {
+		case <-p.read:
+		case <-deadline:
+			deadline = nil
+			for _, q := range j.procs {
+				q.out.Close()
+			}
+			<-p.read
+		}
+	}
+	for _, p := range j.procs {
+		p.out.Close()
+	}
+}
+
+// leftovers waits (briefly) until the job's groups are empty, then lists what remains.
+func (j *job) leftovers() []int {
+	stop := time.Now().Add(verifyFor)
+	for {
+		if j.tr.groupsGone() {
+			if left := j.tr.leftover(); len(left) == 0 {
+				return nil
+			}
+		}
+		left := j.tr.leftover()
+		if len(left) == 0 || time.Now().After(stop) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (j *job) result() *Result {
+	res := &Result{
+		TimedOut:    j.timedOut,
+		Canceled:    j.canceled,
+		FirstFailed: j.firstFailed,
+		Ranks:       make([]RankResult, j.spec.Ranks),
+	}
+	if j.wrapped {
+		lp := j.procs[0]
+		lr := procResult(lp)
+		res.Launcher = &lr
+		j.wrappedRanks(res, lp)
+	} else {
+		for _, p := range j.procs {
+			res.Ranks[p.rank] = procResult(p)
+		}
+	}
+	res.Leftover = j.leftovers()
+	res.Elapsed = time.Since(j.begin)
+	return res
+}
+
+// procResult describes how a process the supervisor started ended.
+func procResult(p *proc) RankResult {
+	rr := RankResult{Rank: p.rank, PID: p.cmd.Process.Pid, Started: p.started, Ended: p.ended, ExitCode: -1}
+	rr.Tail, rr.Dropped = p.sink.result()
+	if !p.exited {
+		// It survived SIGKILL; it is in Leftover.
+		rr.State = StateUnknown
+		if p.hung {
+			rr.State = StateHung
+		} else if p.killed {
+			rr.State = StateKilled
+		}
+		return rr
+	}
+	ws, _ := p.state.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		rr.Signal = signalName(ws.Signal())
+	} else {
+		rr.ExitCode = ws.ExitStatus()
+	}
+	switch {
+	case p.hung:
+		rr.State = StateHung
+	case p.killed && !(ws.Exited() && ws.ExitStatus() == 0):
+		rr.State = StateKilled
+	case ws.Signaled():
+		rr.State = StateSignaled
+	case ws.ExitStatus() == 0:
+		rr.State = StateDone
+	default:
+		rr.State = StateFailed
+	}
+	return rr
+}
+
+// wrappedRanks fills in the ranks of an mpirun or torchrun job from what can be told: the
+// launcher's exit status, its report of the first failure, and the rank processes found in
+// the process table.
+func (j *job) wrappedRanks(res *Result, lp *proc) {
+	ok := lp.exited && lp.state.Success() && !j.timedOut && !j.canceled
+	fail, haveFail := j.fp.first()
+	for r := range res.Ranks {
+		rr := RankResult{Rank: r, State: StateUnknown, ExitCode: -1, Started: lp.started, Ended: lp.ended}
+		rr.Tail, rr.Dropped = j.sinks[r].result()
+		if k, found := j.tr.rankProcess(r); found {
+			rr.PID = k.pid
+		}
+		switch {
+		case ok:
+			rr.State, rr.ExitCode = StateDone, 0
+		case haveFail && fail.rank == r:
+			if fail.signal != 0 {
+				rr.State, rr.Signal = StateSignaled, signalName(fail.signal)
+			} else {
+				rr.State, rr.ExitCode = StateFailed, fail.code
+			}
+		case j.timedOut && j.running[r]:
+			rr.State = StateHung
+		case j.canceled && j.running[r]:
+			rr.State = StateKilled
+		}
+		res.Ranks[r] = rr
+	}
+	if haveFail && fail.rank < len(res.Ranks) {
+		res.FirstFailed = fail.rank
+	}
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The course checks CI runs on a machine without GPUs, through mgpu-learn itself:
+#   - the built-in course lints clean;
+#   - every reference solution and every starter compiles and links (nvcc from .tools/cuda),
+#     and a starter meant not to compile fails to;
+#   - the CPU fixture course: solutions pass, starters and every variant fail at their stage;
+#   - the Python exercises on CPU (gloo) on 2 and 4 ranks: references pass, starters fail.
+# Ends with "N passed, N failed".
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/bin/mgpu-learn
+export MGPU_LEARN_CACHE=${MGPU_LEARN_CACHE:-$root/.tools/cache}
+[ -x "$root/.tools/venv/bin/python" ] && export MGPU_LEARN_PYTHON=$root/.tools/venv/bin/python
+export MGPU_LEARN_TOOLS=$root/.tools
+export NO_COLOR=1
+pass=0 fail=0
+step() {
+  local name=$1; shift
+  local t0=$SECONDS
+  if "$@" >"$tmp/step.log" 2>&1; then
+    pass=$((pass + 1)); echo "ok    $name ($((SECONDS - t0)) s)"
+  else
+    fail=$((fail + 1)); echo "FAIL  $name ($((SECONDS - t0)) s)"; tail -n 60 "$tmp/step.log" | sed 's/^/      /'
+  fi
+}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+step "doctor runs" "$bin" doctor --refresh
+step "course lint (built-in)" "$bin" course lint
+step "build all --solution" "$bin" build all --solution
+starters() {
+  "$bin" init "$tmp/ws" >/dev/null && cd "$tmp/ws" &&
+  "$bin" build all --json >"$tmp/build.json"
+  local rc=$?
+  cd "$root" && python3 "$root/scripts/expect-builds.py" "$tmp/build.json" "$root" || return 1
+  [ $rc -le 1 ]
+}
+step "build all (starters compile unless marked)" starters
+step "fixture course verify (CPU)" "$bin" --course "$root/testdata/fixture-course" course verify
+if [ -n "${MGPU_LEARN_PYTHON:-}" ]; then
+  step "module1 on CPU, 2 ranks" "$bin" course verify module1 --ranks 2
+  step "module1 on CPU, 4 ranks" "$bin" course verify module1 --ranks 4
+fi
+echo "course checks: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
