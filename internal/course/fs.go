@@ -12,22 +12,26 @@ import (
 )
 
 // NewFS joins file systems under fixed folders: lessons under "lessons/", exercises under
-// "exercises/", and each of extra under its key (a slash path such as "csrc" or "share/data").
-// Each part must be rooted at its own folder (fs.Sub of an embed.FS, os.DirFS, fstest.MapFS).
-// The result implements fs.ReadDirFS, fs.ReadFileFS and fs.StatFS, so fs.WalkDir and Load work
-// on it. NewFS panics on a nil part or on mount points that are invalid or nest in each other:
-// those are programming errors.
-func NewFS(lessons, exercises fs.FS, extra map[string]fs.FS) fs.FS {
+// "exercises/", and each entry of the optional extra maps under its key (a slash path such as
+// "csrc" or "share/data"). Each part must be rooted at its own folder (an embed.FS declared in
+// that folder, fs.Sub of one, os.DirFS, fstest.MapFS). The result implements fs.ReadDirFS,
+// fs.ReadFileFS and fs.StatFS, so fs.WalkDir and Load work on it. NewFS panics on a nil part or
+// on mount points that are invalid or nest in each other: those are programming errors.
+func NewFS(lessons, exercises fs.FS, extra ...map[string]fs.FS) fs.FS {
 	u := &unionFS{mounts: map[string]fs.FS{}, dirs: map[string][]string{}}
 	u.mount("lessons", lessons)
 	u.mount("exercises", exercises)
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
+	var keys []string
+	parts := map[string]fs.FS{}
+	for _, m := range extra {
+		for k, f := range m {
+			keys = append(keys, k)
+			parts[k] = f
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		u.mount(k, extra[k])
+		u.mount(k, parts[k])
 	}
 	for dir := range u.dirs {
 		sort.Strings(u.dirs[dir])

@@ -47,6 +47,8 @@ var (
 	computeRe    = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 )
 
+const hiddenMsg = "names starting with \".\" or \"_\" are left out of the built-in course by go:embed"
+
 type loader struct {
 	fsys fs.FS
 	errs ErrorList
@@ -55,6 +57,9 @@ type loader struct {
 	lessonRoots map[string]*yaml.Node
 	// exerciseRoots are the manifests' root nodes by exercise folder.
 	exerciseRoots map[string]*yaml.Node
+	// broken are the ids (<module id>/<folder>) of exercises whose manifest could not be read
+	// fully: references to them are not reported again.
+	broken map[string]bool
 }
 
 // Load reads and validates the course in fsys, whose root holds lessons/ and exercises/. On any
@@ -66,6 +71,7 @@ func Load(fsys fs.FS) (*Course, error) {
 		c:             &Course{FS: fsys},
 		lessonRoots:   map[string]*yaml.Node{},
 		exerciseRoots: map[string]*yaml.Node{},
+		broken:        map[string]bool{},
 	}
 	ld.load()
 	ld.errs.sort()
@@ -170,7 +176,7 @@ func (ld *loader) loadModule(dir string, courseLine int, seenID map[string]strin
 	}
 	if entries, err := fs.ReadDir(ld.fsys, exDir); err == nil {
 		for _, de := range entries {
-			if !de.IsDir() {
+			if !de.IsDir() || hidden(de.Name()) {
 				continue
 			}
 			if _, ok := listed[de.Name()]; !ok {
@@ -221,6 +227,9 @@ func (ld *loader) loadExercise(m *Module, dir string) *Exercise {
 	}
 	e := &Exercise{Module: m, Dir: dir, fsys: ld.fsys}
 	root, clean := decodeYAML(file, data, 0, &e.Manifest, &ld.errs)
+	if !clean {
+		ld.broken[m.ID+"/"+e.Name()] = true
+	}
 	if root == nil {
 		return nil
 	}
@@ -252,7 +261,7 @@ func (ld *loader) crossCheck() {
 		for _, l := range m.Lessons {
 			root := ld.lessonRoots[l.Path]
 			for i, id := range l.Exercises {
-				if ld.c.Exercise(id) == nil {
+				if ld.c.Exercise(id) == nil && !ld.broken[id] {
 					msg := fmt.Sprintf("exercise %q does not exist", id)
 					if near := ld.c.closeMatches(id); len(near) > 0 {
 						msg += fmt.Sprintf("; did you mean %s?", strings.Join(near, ", "))
@@ -313,6 +322,8 @@ func (v *exerciseCheck) check() {
 		v.errAt(v.key("task"), "task is missing: name the markdown file that states the task (e.g. task.md)")
 	case !fs.ValidPath(m.Task) || m.Task == ".":
 		v.errAt(v.at("task"), "task %q is not a relative path inside the exercise folder", m.Task)
+	case hasHiddenPart(m.Task):
+		v.errAt(v.at("task"), "task %q: %s", m.Task, hiddenMsg)
 	case !v.exists(m.Task):
 		v.errAt(v.at("task"), "task file %s does not exist", path.Join(e.Dir, m.Task))
 	}
@@ -321,6 +332,8 @@ func (v *exerciseCheck) check() {
 		v.errAt(v.key("driver"), "driver is missing: name the course-owned file that has main")
 	case !fs.ValidPath(m.Driver) || m.Driver == ".":
 		v.errAt(v.at("driver"), "driver %q is not a relative path inside the exercise folder", m.Driver)
+	case hasHiddenPart(m.Driver):
+		v.errAt(v.at("driver"), "driver %q: %s", m.Driver, hiddenMsg)
 	case !v.exists(m.Driver):
 		v.errAt(v.at("driver"), "driver file %s does not exist", path.Join(e.Dir, m.Driver))
 	}
@@ -328,6 +341,8 @@ func (v *exerciseCheck) check() {
 		switch {
 		case !fs.ValidPath(s) || s == ".":
 			v.errAt(v.at("support", i), "support file %q is not a relative path inside the exercise folder", s)
+		case hasHiddenPart(s):
+			v.errAt(v.at("support", i), "support file %q: %s", s, hiddenMsg)
 		case !v.exists(s):
 			v.errAt(v.at("support", i), "support file %s does not exist", path.Join(e.Dir, s))
 		}
@@ -361,6 +376,9 @@ func (v *exerciseCheck) check() {
 		m.Timeout.Duration = DefaultTimeout
 	}
 	v.checkStage(v.at("starter", "fails_at"), "starter.fails_at", m.Starter.FailsAt)
+	if m.Starter.Hangs && oneOf(m.Starter.FailsAt, stages) && m.Starter.FailsAt != "run" {
+		v.errAt(v.at("starter", "hangs"), "starter.hangs: a starter stopped by the timeout fails at run, not %s", m.Starter.FailsAt)
+	}
 	v.checkVariants()
 }
 
@@ -390,6 +408,9 @@ func (v *exerciseCheck) checkFiles() {
 			continue
 		case listed[f]:
 			v.errAt(line, "file %q is listed twice", f)
+			continue
+		case hasHiddenPart(f):
+			v.errAt(line, "file %q: %s", f, hiddenMsg)
 			continue
 		case strings.EqualFold(f, "TASK.md") || strings.HasPrefix(f, ".mgpu-learn"):
 			v.errAt(line, "file name %q is reserved for the workspace", f)
@@ -593,7 +614,7 @@ func (v *exerciseCheck) checkVariants() {
 		return
 	}
 	for _, de := range entries {
-		if de.IsDir() && !declared[de.Name()] {
+		if de.IsDir() && !hidden(de.Name()) && !declared[de.Name()] {
 			v.errAt(v.key("variants"), "variant folder %s is not declared in variants", path.Join(e.Dir, "variants", de.Name()))
 		}
 	}
@@ -604,6 +625,12 @@ func filesUnder(fsys fs.FS, dir string) []string {
 	var out []string
 	_ = fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			return nil
+		}
+		if p != dir && hidden(d.Name()) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
 			return nil
 		}
 		if d.Type().IsRegular() {
@@ -617,6 +644,20 @@ func filesUnder(fsys fs.FS, dir string) []string {
 func isFile(fsys fs.FS, name string) bool {
 	fi, err := fs.Stat(fsys, name)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// hidden reports whether a file name starts with "." or "_": go:embed leaves such files out of
+// the built-in course, so the loader ignores them on disk too, and course files may not use them.
+func hidden(name string) bool { return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") }
+
+// hasHiddenPart reports whether any element of a slash path is hidden.
+func hasHiddenPart(p string) bool {
+	for _, el := range strings.Split(p, "/") {
+		if hidden(el) {
+			return true
+		}
+	}
+	return false
 }
 
 func validName(s string) bool { return nameRe.MatchString(s) && s != "." && s != ".." }

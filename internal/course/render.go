@@ -36,7 +36,12 @@ func Render(markdown string, width int, plain bool) (string, error) {
 		return "", err
 	}
 	if plain {
-		out = ansi.Strip(out)
+		// No escapes, and none of the padding glamour adds to fill each line to the width.
+		lines := strings.Split(ansi.Strip(out), "\n")
+		for i, l := range lines {
+			lines[i] = strings.TrimRight(l, " ")
+		}
+		out = strings.Join(lines, "\n")
 	}
 	return out, nil
 }

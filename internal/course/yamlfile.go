@@ -101,6 +101,9 @@ func friendlyYAML(msg string) string {
 			return "unknown key " + strconv.Quote(name)
 		}
 	}
+	if strings.HasPrefix(msg, "cannot unmarshal !!map into string") {
+		return msg + ` (a ": " inside text starts a mapping: put the text in quotes)`
+	}
 	return msg
 }
 
