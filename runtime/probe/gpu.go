@@ -120,7 +120,7 @@ func parseGPUQuery(out string) ([]GPU, string, error) {
 			return nil, "", fmt.Errorf("line %d: want 6 fields, got %q", n+1, line)
 		}
 		if len(fields) > 6 { // a comma in the name
-			name := strings.Join(fields[1:len(fields)-4], ",")
+			name := strings.Join(fields[1:len(fields)-4], ", ")
 			fields = append([]string{fields[0], name}, fields[len(fields)-4:]...)
 		}
 		idx, err := strconv.Atoi(fields[0])

@@ -91,7 +91,7 @@ func parseLdconfig(out string) map[string]string {
 	return libs
 }
 
-var defineRE = regexp.MustCompile(`(?m)^\s*#\s*define\s+(\w+)\s+(\S+)`)
+var defineRE = regexp.MustCompile(`(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(\S+)`)
 
 // defines reads the simple #define NAME VALUE lines of a header.
 func defines(path string) map[string]string {

@@ -85,7 +85,7 @@ var (
 	hydraVersionRE = regexp.MustCompile(`(?m)^\s*Version:\s*(\S+)`)
 	intelVersionRE = regexp.MustCompile(`Intel\(R\) MPI Library.*Version\s+(\S+)`)
 	mpichVersionRE = regexp.MustCompile(`(?m)^MPICH Version:\s*(\S+)`)
-	cudaAwareRE    = regexp.MustCompile(`(?m)^\s*#\s*define\s+MPIX_CUDA_AWARE_SUPPORT\s+(\d+)`)
+	cudaAwareRE    = regexp.MustCompile(`(?m)^[ \t]*#[ \t]*define[ \t]+MPIX_CUDA_AWARE_SUPPORT[ \t]+(\d+)`)
 )
 
 // identify reads `mpirun --version` (or `mpicc --showme:version`): vendor, version, dialect.

@@ -27,6 +27,10 @@ type Options struct {
 	// probe (default 20s).
 	Timeout       time.Duration
 	PythonTimeout time.Duration
+	// ToolsDir is the repository's .tools folder, whose cuda/nvidia holds pip wheels of nvcc,
+	// NCCL and NVSHMEM (scripts/install-cuda-tools.sh). Default: $MGPU_LEARN_TOOLS, else the first
+	// .tools/cuda/nvidia found walking up from the working directory.
+	ToolsDir string
 	// SystemRoot is prefixed to the fixed system locations probed (/usr/include, /usr/lib...,
 	// /usr/local/cuda, /tmp/ompi-cuda, /etc/os-release); "" means "/". When it is set the
 	// ldconfig cache is not consulted. Tests point it at a fake tree.
@@ -53,11 +57,11 @@ func Discover(ctx context.Context, opts Options) (*Facts, error) {
 		opts.PythonTimeout = DefaultPythonTimeout
 	}
 	p := newProber(opts)
-	cache := ""
+	cache, key := "", ""
 	if !opts.NoCache {
 		cache = cachePath(opts.CacheDir)
+		key = p.cacheKey()
 	}
-	key := p.cacheKey()
 	if cache != "" && !opts.Refresh {
 		if f := loadCache(cache, key, time.Now()); f != nil {
 			return f, nil
@@ -87,7 +91,11 @@ type prober struct {
 }
 
 func newProber(opts Options) *prober {
-	return &prober{opts: opts, tools: toolsDir()}
+	tools := opts.ToolsDir
+	if tools == "" {
+		tools = toolsDir()
+	}
+	return &prober{opts: opts, tools: tools}
 }
 
 // sys maps a fixed system location under Options.SystemRoot.
@@ -243,8 +251,8 @@ func toolsDir() string {
 	}
 }
 
-// pipRoots are the folders holding pip's nvidia/* wheels: the repo's .tools first, then the
-// interpreter's nvidia namespace folders (extra).
+// pipRoots are the folders holding pip's nvidia/* wheels to look in: the repo's .tools when
+// extra is nil (the first pass), else extra (the interpreter's nvidia folders, looked at last).
 func (p *prober) pipRoots(extra []string) []string {
 	if extra != nil {
 		return extra

@@ -8,45 +8,32 @@ import (
 	"github.com/mgpu-learn/mgpu-learn/runtime/build"
 )
 
-// Toolchain keys besides the library names of build.Request.Libs.
-const (
-	// ToolkitLib is what every nvcc build needs besides nvcc's own defaults: with the pip wheel
-	// layout, the cccl headers (-I .../include/cccl) and the cudart library folder. Empty for a
-	// regular toolkit install.
-	ToolkitLib = "toolkit"
-)
-
-// Toolchain maps the facts to what runtime/build needs: the compilers and, per library name
-// ("nccl", "mpi", "nvshmem", "cuda", "pthread", and ToolkitLib), include folders, library
-// folders, link arguments and the folders to put on LD_LIBRARY_PATH when running. LinkArgs hold
+// Toolchain maps the facts to what runtime/build needs: the compilers, the GPU architecture
+// (Arch) and, per library name ("nccl", "mpi", "nvshmem", "cuda"), include folders, library
+// folders, link arguments and the folders to put on LD_LIBRARY_PATH when running. (The pip
+// wheel layout of nvcc, which needs include/cccl and lib named, is runtime/build's to handle;
+// Facts.NVCC.Include and LibDirs say where they are.) LinkArgs hold
 // only -l forms and archive paths, which nvcc and cc both accept; folders that compilers and the
 // loader search anyway are left out. cudaAwareMPI selects CudaMPI for "mpi" (nil entry when there
 // is none). Libraries not found have no entry.
 func (f *Facts) Toolchain(cudaAwareMPI bool) *build.Toolchain {
-	tc := &build.Toolchain{Libs: map[string]build.Lib{}}
+	tc := &build.Toolchain{Arch: f.Arch(), Libs: map[string]build.Lib{}}
 	var version []string
 	if f.NVCC != nil {
 		tc.NVCC = f.NVCC.Path
 		version = append(version, "nvcc "+f.NVCC.Version+" "+f.NVCC.Path)
-		tc.Libs[ToolkitLib] = build.Lib{Include: f.NVCC.Include, LibDirs: f.NVCC.LibDirs}
 	}
 	if f.CC != nil {
 		tc.CC = f.CC.Path
 		version = append(version, "cc "+f.CC.Version+" "+f.CC.Path)
 	}
 	tc.Version = strings.Join(version, "; ")
-	tc.Libs["pthread"] = build.Lib{LinkArgs: []string{"-lpthread"}}
 	tc.Libs["cuda"] = f.driverLib()
 	if f.NCCL != nil {
 		tc.Libs["nccl"] = libraryLib(f.NCCL)
 	}
 	if f.NVSHMEM != nil {
-		l := libraryLib(f.NVSHMEM)
-		l.LinkArgs = append(l.LinkArgs, "-lcuda")
-		if d := f.driverLib(); len(d.LibDirs) > 0 {
-			l.LibDirs = append(l.LibDirs, d.LibDirs...)
-		}
-		tc.Libs["nvshmem"] = l
+		tc.Libs["nvshmem"] = libraryLib(f.NVSHMEM)
 	}
 	m := f.MPI
 	if cudaAwareMPI {

@@ -1,0 +1,93 @@
+package doctor
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/runtime/probe"
+)
+
+// Schema is the version of the JSON report (docs/doctor.md); it changes when a field changes
+// meaning or goes away, not when one is added.
+const Schema = 1
+
+// Report is what doctor shows: the facts, and for each module of the course what runs here.
+type Report struct {
+	Schema  int          `json:"schema"`
+	Facts   *probe.Facts `json:"facts"`
+	Modules []ModuleRow  `json:"modules"`
+}
+
+// ModuleRow is one module's verdict.
+type ModuleRow struct {
+	Module string `json:"module"` // "module2"
+	Title  string `json:"title"`
+	// Runnable: every exercise of the module can run here.
+	Runnable          bool `json:"runnable"`
+	ExercisesRunnable int  `json:"exercises_runnable"`
+	ExercisesTotal    int  `json:"exercises_total"`
+	// Missing are the unmet requirements of its exercises, one per need (the largest GPU count
+	// and compute capability asked for), most basic first.
+	Missing []Reason `json:"missing"`
+	// Exercises are the exercises that cannot run, each with its own reasons.
+	Blocked []ExerciseRow `json:"blocked"`
+}
+
+// ExerciseRow is one exercise that cannot run here.
+type ExerciseRow struct {
+	ID      string   `json:"id"`
+	Missing []Reason `json:"missing"`
+}
+
+// Build checks every exercise of c against f. c may be nil (facts only).
+func Build(f *probe.Facts, c *course.Course) *Report {
+	r := &Report{Schema: Schema, Facts: f, Modules: []ModuleRow{}}
+	if c == nil {
+		return r
+	}
+	for _, m := range c.Modules {
+		row := ModuleRow{Module: m.ID, Title: m.Title, Missing: []Reason{}, Blocked: []ExerciseRow{}}
+		for _, e := range m.Exercises {
+			row.ExercisesTotal++
+			rs := UnmetExercise(f, &e.Manifest)
+			if len(rs) == 0 {
+				row.ExercisesRunnable++
+				continue
+			}
+			row.Blocked = append(row.Blocked, ExerciseRow{ID: e.ID, Missing: rs})
+			row.Missing = merge(row.Missing, rs)
+		}
+		row.Runnable = row.ExercisesRunnable == row.ExercisesTotal
+		r.Modules = append(r.Modules, row)
+	}
+	return r
+}
+
+// merge adds rs to into, one reason per need: for GPUs and compute capability the most
+// demanding one wins.
+func merge(into, rs []Reason) []Reason {
+	for _, r := range rs {
+		i := -1
+		for j := range into {
+			if into[j].Need == r.Need {
+				i = j
+			}
+		}
+		switch {
+		case i < 0:
+			into = append(into, r)
+		case r.amount > into[i].amount:
+			into[i] = r
+		}
+	}
+	sortReasons(into)
+	return into
+}
+
+// WriteJSON writes the report as indented JSON (docs/doctor.md describes it).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
