@@ -37,6 +37,8 @@ type Toolchain struct {
 	NVCC    string // path
 	CC      string // path
 	Version string // compiler identity, part of the cache key
+	// Arch is the detected GPU's architecture ("sm_90"), used when Request.Arch is empty.
+	Arch string
 	// Include/lib dirs per library name, and extra link args (e.g. "-l:libnvshmem_host.so.3").
 	Libs map[string]Lib
 }
@@ -55,8 +57,10 @@ type Result struct {
 	OK      bool
 	Binary  string            // the linked program (in the cache)
 	Objects map[string]string // learner source Show path -> its object file (for the policy stage)
-	Cached  bool              // nothing was compiled
-	Log     string            // the whole compiler output, paths as in Source.Show
+	Cached  bool              // nothing was compiled or linked
+	// Compiled counts the objects compiled by this build (0 when every object was cached).
+	Compiled int
+	Log      string // the whole compiler output, paths as in Source.Show
 	// Diagnostics are the compiler's errors, first first.
 	Diagnostics []Diagnostic
 	Duration    time.Duration

@@ -29,15 +29,15 @@ type procKey struct {
 // the supervisor's own group. Without /proc only the children's own groups are known.
 type tracker struct {
 	selfPgid int
-	minStart uint64                // processes started before the job are never ours
-	roots    map[int]bool          // direct children not yet reaped (their pid is their pgid)
-	known    map[procKey]bool      // descendants seen
-	groups   map[int]bool          // process groups of the job
-	table    map[int]procInfo      // last scan
-	rankVar  string                // env variable holding the rank under a launcher, or ""
-	ranks    map[int]procKey       // rank -> its process (the oldest carrying rankVar=rank)
-	noRank   map[procKey]bool      // descendants whose environment has no rankVar (settled)
-	envSeen  map[procKey]int       // scans that found no rank yet, to stop re-reading
+	minStart uint64           // processes started before the job are never ours
+	roots    map[int]bool     // direct children not yet reaped (their pid is their pgid)
+	known    map[procKey]bool // descendants seen
+	groups   map[int]bool     // process groups of the job
+	table    map[int]procInfo // last scan
+	rankVar  string           // env variable holding the rank under a launcher, or ""
+	ranks    map[int]procKey  // rank -> its process (the oldest carrying rankVar=rank)
+	noRank   map[procKey]bool // descendants whose environment has no rankVar (settled)
+	envSeen  map[procKey]int  // scans that found no rank yet, to stop re-reading
 	haveProc bool
 }
 
@@ -52,13 +52,10 @@ func newTracker(rankVar string) *tracker {
 		noRank:   map[procKey]bool{},
 		envSeen:  map[procKey]int{},
 	}
-	if up, err := os.ReadFile("/proc/uptime"); err == nil {
-		if f := bytes.Fields(up); len(f) > 0 {
-			if secs, err := strconv.ParseFloat(string(f[0]), 64); err == nil && secs > 2 {
-				// USER_HZ is 100 on every Linux this runs on; keep a second of margin.
-				t.minStart = uint64((secs - 1) * 100)
-			}
-		}
+	// Every process of the job starts after this one did: a cheap guard against pid reuse
+	// that needs no clock.
+	if self, ok := readStat(os.Getpid(), make([]byte, 0, 1024)); ok {
+		t.minStart = self.start
 	}
 	return t
 }

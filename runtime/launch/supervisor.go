@@ -160,6 +160,11 @@ func (j *job) start() error {
 			base.unset(k)
 		}
 	}
+	// Python buffers a pipe's output in blocks: a rank killed mid-run would take its last
+	// lines with it, and live output would come in bursts.
+	if base.get("PYTHONUNBUFFERED") == "" {
+		base.set("PYTHONUNBUFFERED", "1")
+	}
 	for _, kv := range newEnviron(s.Env).list() {
 		k, v, _ := cutEnv(kv)
 		base.set(k, v)

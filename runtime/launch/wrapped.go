@@ -47,10 +47,12 @@ func mpiPlan(s *Spec, env *environ, names []string) (argv []string, tag func([]b
 		for _, lib := range []string{"lib64", "lib"} {
 			if st, err := os.Stat(filepath.Join(m.Home, lib)); err == nil && st.IsDir() {
 				env.prependPath("LD_LIBRARY_PATH", filepath.Join(m.Home, lib))
-				names = append(names, "LD_LIBRARY_PATH")
 			}
 		}
 		env.prependPath("PATH", filepath.Join(m.Home, "bin"))
+	}
+	if env.get("LD_LIBRARY_PATH") != "" {
+		names = append(names, "LD_LIBRARY_PATH")
 	}
 	names = dedupe(names)
 	n := strconv.Itoa(s.Ranks)

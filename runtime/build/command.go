@@ -1,0 +1,290 @@
+package build
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+const defaultArch = "sm_90"
+
+// Options that take their value as the next argument (nvcc and gcc spellings).
+var takesValue = map[string]bool{
+	"-Xlinker": true, "-Xcompiler": true, "-Xptxas": true, "-Xnvlink": true, "-Xarchive": true,
+	"-gencode": true, "-arch": true, "-code": true, "-x": true, "-I": true, "-L": true, "-l": true,
+	"-D": true, "-U": true, "-include": true, "-isystem": true, "-ccbin": true, "-o": true,
+	"--generate-code": true, "--gpu-architecture": true, "--gpu-code": true, "--compiler-bindir": true,
+	"--linker-options": true, "--compiler-options": true,
+}
+
+// flagGroups splits manifest flags into whole options (an option and its separate value
+// stay together).
+func flagGroups(flags []string) [][]string {
+	var out [][]string
+	for i := 0; i < len(flags); i++ {
+		g := []string{flags[i]}
+		if takesValue[flags[i]] && i+1 < len(flags) {
+			g = append(g, flags[i+1])
+			i++
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func isLinkFlag(opt string) bool {
+	if opt == "-lineinfo" || opt == "-lto" {
+		return false // nvcc options, not libraries
+	}
+	for _, p := range []string{"-l", "-L", "-Wl,", "-Xlinker", "--linker-options", "-Xnvlink", "-rdynamic", "-static"} {
+		if strings.HasPrefix(opt, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func isArchFlag(opt string) bool {
+	for _, p := range []string{"-arch", "-gencode", "--gpu-architecture", "--generate-code", "-code", "--gpu-code"} {
+		if strings.HasPrefix(opt, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitFlags separates manifest flags into compile flags and link flags. Architecture flags
+// go to both: a relocatable-device-code link needs them again.
+func splitFlags(flags []string) (compile, link []string, hasOpt, hasArch, hasStd bool) {
+	for _, g := range flagGroups(flags) {
+		opt := g[0]
+		switch {
+		case isLinkFlag(opt):
+			link = append(link, g...)
+			continue
+		case isArchFlag(opt):
+			hasArch = true
+			link = append(link, g...)
+		case strings.HasPrefix(opt, "-O") || strings.HasPrefix(opt, "--optimize"):
+			hasOpt = true
+		case strings.HasPrefix(opt, "-std") || strings.HasPrefix(opt, "--std"):
+			hasStd = true
+		}
+		compile = append(compile, g...)
+	}
+	return
+}
+
+// forNVCC rewrites gcc-style arguments (as mpicc --showme prints them) into nvcc's syntax.
+func forNVCC(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-pthread" || a == "-fopenmp" || a == "-rdynamic":
+			out = append(out, "-Xcompiler", a)
+		case strings.HasPrefix(a, "-Wl,"):
+			out = append(out, "-Xlinker", a[len("-Wl,"):])
+		case takesValue[a] && i+1 < len(args):
+			out = append(out, a, args[i+1])
+			i++
+		case strings.HasPrefix(a, "-f") || strings.HasPrefix(a, "-m") ||
+			strings.HasPrefix(a, "-W") && !strings.HasPrefix(a, "-Wno-deprecated-gpu-targets"):
+			out = append(out, "-Xcompiler", a)
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// plan is everything a build's commands share.
+type plan struct {
+	kind     string
+	compiler string
+	toolID   []string // identity of the compiler: path, version, binaries' size and time
+	// compile is the option list for every object (without source, output and language).
+	compile []string
+	// keyCompile is compile with the Headers directories replaced by placeholders, so that
+	// the same files elsewhere give the same key.
+	keyCompile  []string
+	hasStd      bool
+	link        []string // after the objects
+	libPrints   []string // fingerprints of the libraries linked
+	headers     []string // absolute Headers directories
+	runtimeDirs []string
+}
+
+func newPlan(req *Request) (*plan, error) {
+	tc := req.Toolchain
+	if tc == nil {
+		tc = &Toolchain{}
+	}
+	p := &plan{kind: req.Kind}
+	switch req.Kind {
+	case "cuda":
+		p.compiler = tc.NVCC
+		if p.compiler == "" {
+			p.compiler = "nvcc"
+		}
+	case "c":
+		p.compiler = tc.CC
+		if p.compiler == "" {
+			p.compiler = "cc"
+		}
+	default:
+		return nil, fmt.Errorf("build: unknown kind %q (want cuda or c)", req.Kind)
+	}
+	path, err := lookPath(p.compiler)
+	if err != nil {
+		return nil, fmt.Errorf("build: compiler %s: %w", p.compiler, err)
+	}
+	p.compiler = path
+	p.toolID = []string{path, tc.Version, statDigest(path)}
+	if req.Kind == "cuda" {
+		// nvcc hands host code to the host compiler on PATH.
+		for _, host := range []string{"g++", "gcc"} {
+			if hp, err := lookPath(host); err == nil {
+				p.toolID = append(p.toolID, statDigest(hp))
+			}
+		}
+	}
+
+	compileFlags, linkFlags, hasOpt, hasArch, hasStd := splitFlags(req.Flags)
+	p.hasStd = hasStd
+	var common, keyCommon []string
+	both := func(args ...string) {
+		common = append(common, args...)
+		keyCommon = append(keyCommon, args...)
+	}
+	if req.Kind == "cuda" {
+		if !hasArch {
+			arch := req.Arch
+			if arch == "" {
+				arch = tc.Arch
+			}
+			if arch == "" {
+				arch = defaultArch
+			}
+			both("-arch=" + arch)
+			linkFlags = append([]string{"-arch=" + arch}, linkFlags...)
+		}
+		if req.RDC {
+			both("-rdc=true")
+			linkFlags = append([]string{"-rdc=true"}, linkFlags...)
+		}
+	}
+	if !hasOpt {
+		both("-O3")
+	}
+	for i, h := range req.Headers {
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return nil, err
+		}
+		p.headers = append(p.headers, abs)
+		common = append(common, "-I"+abs)
+		keyCommon = append(keyCommon, fmt.Sprintf("-I<headers %d>", i))
+	}
+	// pip wheels of CUDA keep CCCL (thrust, cub, libcu++) in include/cccl and the runtime
+	// libraries in lib, where nvcc's own profile does not look.
+	var cudaLinkDirs []string
+	if req.Kind == "cuda" {
+		top := filepath.Dir(filepath.Dir(path))
+		if st, err := os.Stat(filepath.Join(top, "include", "cccl")); err == nil && st.IsDir() {
+			both("-I" + filepath.Join(top, "include", "cccl"))
+		}
+		for _, lib := range []string{"lib64", "lib"} {
+			if _, err := os.Stat(filepath.Join(top, lib, "libcudart_static.a")); err == nil {
+				cudaLinkDirs = append(cudaLinkDirs, "-L"+filepath.Join(top, lib))
+			}
+		}
+	}
+
+	var link []string
+	link = append(link, cudaLinkDirs...)
+	for _, name := range req.Libs {
+		lib, known := tc.Libs[name]
+		var args []string
+		switch name {
+		case "pthread":
+			if req.Kind == "cuda" {
+				args = append(args, "-Xcompiler", "-pthread")
+			}
+			args = append(args, "-lpthread")
+		case "cuda":
+			if len(lib.LinkArgs) == 0 {
+				args = append(args, "-lcuda")
+			}
+		case "nccl":
+			if len(lib.LinkArgs) == 0 {
+				args = append(args, "-lnccl")
+			}
+		default:
+			if !known {
+				return nil, fmt.Errorf("build: library %q is not in the toolchain (the probe did not find it)", name)
+			}
+		}
+		for _, inc := range lib.Include {
+			both("-I" + inc)
+			p.libPrints = append(p.libPrints, dirHeaders(inc))
+		}
+		var libArgs []string
+		for _, d := range lib.LibDirs {
+			libArgs = append(libArgs, "-L"+d)
+		}
+		libArgs = append(libArgs, lib.LinkArgs...)
+		libArgs = append(libArgs, args...)
+		if req.Kind == "cuda" {
+			libArgs = forNVCC(libArgs)
+		}
+		link = append(link, libArgs...)
+		p.libPrints = append(p.libPrints, libFiles(lib.LibDirs, libArgs)...)
+		p.runtimeDirs = append(p.runtimeDirs, lib.RuntimeDirs...)
+	}
+	if req.Kind == "c" {
+		link = append(link, "-lm", "-lpthread")
+	}
+	p.compile = append(common, compileFlags...)
+	p.keyCompile = append(keyCommon, compileFlags...)
+	p.link = append(linkFlags, link...)
+	return p, nil
+}
+
+// language returns the options that set a source's language.
+func (p *plan) language(src string) []string {
+	ext := strings.ToLower(filepath.Ext(src))
+	std := func(s string) []string {
+		if p.hasStd {
+			return nil
+		}
+		return []string{s}
+	}
+	if p.kind == "cuda" {
+		switch ext {
+		case ".c":
+			return []string{"-x", "c"}
+		case ".cu":
+			return std("-std=c++17")
+		default:
+			return append([]string{"-x", "c++"}, std("-std=c++17")...)
+		}
+	}
+	return nil
+}
+
+// compileArgs is the command line compiling src to out.
+func (p *plan) compileArgs(src, out string) []string {
+	args := []string{"-c"}
+	args = append(args, p.language(src)...)
+	args = append(args, p.compile...)
+	return append(args, src, "-o", out)
+}
+
+// linkArgs is the command line linking objs into out.
+func (p *plan) linkArgs(objs []string, out string) []string {
+	args := append([]string{}, objs...)
+	args = append(args, "-o", out)
+	return append(args, p.link...)
+}
