@@ -211,6 +211,8 @@ void mgpu_nccl_unique_id(mgpu_ctx *ctx, ncclUniqueId *id);
 #if defined(MPI_VERSION)
 void mgpu_check_mpi(int err, const char *call, const char *file, int line);
 #define MGPU_MPI(call) mgpu_check_mpi((call), #call, __FILE__, __LINE__)
+/* MPI aborts on errors by default; this makes MPI_COMM_WORLD return them to MGPU_MPI. */
+void mgpu_mpi_errors_return(void);
 #endif
 #if defined(_NVSHMEM_H_) || defined(_NVSHMEMX_H_)
 #define MGPU_NVSHMEM(call)                                                                   \

@@ -1,3 +1,8 @@
+//go:build ignore
+
+// The line above keeps the Go tool from compiling this C file into package csrc, which only
+// embeds the harness sources (embed.go).
+
 /*
  * mgpu_core.c — the CPU part of the harness: context from the environment, JSON-lines records,
  * file rendezvous, exact host values, element comparison.
@@ -480,12 +485,9 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
   memset(ctx, 0, sizeof *ctx);
   ctx->device = -1;
 
-  /* Rank first, so that every later failure names it. */
+  /* Rank first, so that every later failure names it and lands in this rank's file. */
   ctx->rank = env_int(k_rank, 0, 0);
   g.rank = ctx->rank;
-  ctx->world = env_int(k_world, 1, 1);
-  ctx->local_rank = env_int(k_lrank, ctx->rank, 0);
-  ctx->local_world = env_int(k_lworld, ctx->world, 1);
 
   v = getenv("MGPU_RUN_DIR");
   if (v && *v) {
@@ -509,6 +511,9 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
             "[rank %d] MGPU_RUN_DIR is not set: running standalone, records go to %s\n",
             ctx->rank, path);
 
+  ctx->world = env_int(k_world, 1, 1);
+  ctx->local_rank = env_int(k_lrank, ctx->rank, 0);
+  ctx->local_world = env_int(k_lworld, ctx->world, 1);
   if (ctx->rank >= ctx->world)
     HFAIL("mgpu_init", "rank %d is not below world size %d", ctx->rank, ctx->world);
   if (ctx->local_rank >= ctx->local_world)
@@ -538,6 +543,8 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
       }
     }
   }
+  if (!g.rdzv_dir[0] && ctx->world == 1) /* nobody to meet: any private directory will do */
+    snprintf(g.rdzv_dir, sizeof g.rdzv_dir, "%.4000s/rdzv", g.run_dir);
   if (g.rdzv_dir[0]) mkdir_p(g.rdzv_dir);
   ctx->rdzv_dir = g.rdzv_dir[0] ? g.rdzv_dir : NULL;
   {

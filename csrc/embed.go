@@ -1,0 +1,11 @@
+// Package csrc holds the C/CUDA harness that every exercise driver links (docs/harness.md).
+// The sources are embedded so that builds can write them next to a learner's code.
+package csrc
+
+import "embed"
+
+// FS holds mgpu.h, mgpu_internal.h and the harness sources (mgpu_core.c, mgpu_cuda.cu,
+// mgpu_nccl.cu, mgpu_mpi.c).
+//
+//go:embed *.h *.c *.cu
+var FS embed.FS

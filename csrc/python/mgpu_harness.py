@@ -1,0 +1,877 @@
+"""mgpu_harness — the Python twin of csrc/mgpu.h, for torch exercises.
+
+The course-owned driver (driver.py) owns the process; the learner writes a module the driver
+imports. The harness reads the run's environment (docs/protocol.md §1), writes the JSON-lines
+records of §2 to $MGPU_RUN_DIR/rank-<r>.jsonl, and gives drivers exact data, poisoned outputs,
+element-wise comparisons, forbidden-call policing and ABAB timing. docs/python-harness.md is the
+author's guide.
+
+    import mgpu_harness
+    h = mgpu_harness.init()
+    learner = h.import_learner("ring")       # the learner's ring.py, policed while it runs
+    h.init_process_group()
+    for name, n in h.cases.items():
+        ...
+        with h.forbid():
+            learner.ring_all_reduce(t)
+        h.check_equal(name, t, want)
+    sys.exit(h.finish())
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import json
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+import traceback
+import types
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["init", "Harness", "Result", "Call", "PolicyViolation", "HARNESS_VERSION"]
+
+HARNESS_VERSION = "py/1"
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_CHUNK = 1 << 24  # elements per step in exact()/check_equal(), bounds temporary memory
+_MAX_FIRST = 8
+_MAX_MSG = 2000
+
+
+class PolicyViolation(BaseException):
+    """Raised when the learner's code calls a forbidden function.
+
+    A BaseException, so that a learner's `except Exception:` cannot swallow it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment
+
+
+def _env_int(names, default):
+    for n in names:
+        v = os.environ.get(n)
+        if v not in (None, ""):
+            try:
+                return int(v)
+            except ValueError:
+                raise ValueError(f"environment variable {n}={v!r} is not an integer") from None
+    return default
+
+
+def _env_flag(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
+def _parse_cases(text, var):
+    """Parses "name=n;name=n" into an ordered dict."""
+    cases = {}
+    for part in (text or "").split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, n = part.partition("=")
+        name = name.strip()
+        try:
+            cases[name] = int(n)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise ValueError(f"{var}: bad entry {part!r}: expected name=integer")
+    return cases
+
+
+def _num(x):
+    """A float JSON can carry: NaN becomes null, infinities the largest finite double."""
+    x = float(x)
+    if math.isnan(x):
+        return None
+    if math.isinf(x):
+        return math.copysign(sys.float_info.max, x)
+    return x
+
+
+def _fmt(v):
+    """A value as a string for the 'first' mismatches (so NaN survives JSON)."""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if v == int(v) and abs(v) < 1e15:
+            return str(int(v))
+        return repr(v)
+    return str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact data: integer-valued numbers in [-64, 64], a function of (seed, rank, iter, index).
+
+
+def _splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _key32(seed, rank, it, salt=0):
+    k = _splitmix64(seed & _MASK64)
+    for v in (rank, it, salt):
+        k = _splitmix64(k ^ (v & _MASK64))
+    return k & _MASK32
+
+
+def _mul32(x, c):
+    """(x * c) mod 2^32 for an int64 tensor x in [0, 2^32), without int64 overflow."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _MASK32
+
+
+def _exact_chunk(start, count, key, device):
+    i = torch.arange(start, start + count, dtype=torch.int64, device=device) & _MASK32
+    x = (_mul32(i, 0x9E3779B1) + key) & _MASK32
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = _mul32(x, 0xC2B2AE35)
+    x = x ^ (x >> 16)
+    return (x % 129 - 64).to(torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Call interception (forbidden calls and call counting)
+
+# Extra places that do the same work as a public torch.distributed function: the process
+# group's own methods and the functional-collective ops. A forbidden name forbids these too.
+_EQUIVALENTS = {
+    "torch.distributed.all_reduce": [
+        "ProcessGroup.allreduce", "ProcessGroup.allreduce_coalesced",
+        "torch.distributed._functional_collectives.all_reduce",
+        "torch.distributed._functional_collectives.all_reduce_coalesced",
+        "torch.ops._c10d_functional.all_reduce", "torch.ops._c10d_functional.all_reduce_",
+        "torch.ops.c10d.allreduce_"],
+    "torch.distributed.all_reduce_coalesced": ["ProcessGroup.allreduce_coalesced"],
+    "torch.distributed.reduce": ["ProcessGroup.reduce", "torch.ops.c10d.reduce_"],
+    "torch.distributed.broadcast": ["ProcessGroup.broadcast", "torch.ops.c10d.broadcast_"],
+    "torch.distributed.reduce_scatter": [
+        "ProcessGroup.reduce_scatter", "torch.ops.c10d.reduce_scatter_"],
+    "torch.distributed.reduce_scatter_tensor": [
+        "ProcessGroup._reduce_scatter_base", "ProcessGroup.reduce_scatter_tensor_coalesced",
+        "torch.distributed._functional_collectives.reduce_scatter_tensor",
+        "torch.ops._c10d_functional.reduce_scatter_tensor",
+        "torch.ops.c10d._reduce_scatter_base_"],
+    "torch.distributed.all_gather": [
+        "ProcessGroup.allgather", "ProcessGroup.allgather_coalesced",
+        "torch.ops.c10d.allgather_"],
+    "torch.distributed.all_gather_into_tensor": [
+        "ProcessGroup._allgather_base", "ProcessGroup.allgather_into_tensor_coalesced",
+        "torch.distributed._functional_collectives.all_gather_tensor",
+        "torch.ops._c10d_functional.all_gather_into_tensor",
+        "torch.ops.c10d._allgather_base_"],
+    "torch.distributed.all_to_all_single": ["ProcessGroup.alltoall_base"],
+    "torch.distributed.all_to_all": ["ProcessGroup.alltoall"],
+    "torch.nn.parallel.DistributedDataParallel": [],
+}
+
+
+@dataclass
+class Call:
+    """One intercepted call, as recorded by Harness.count_calls."""
+
+    name: str
+    args: tuple
+    kwargs: dict
+    t: float = field(default_factory=time.perf_counter)
+
+    def arg(self, i, key, default=None):
+        """The argument at position i or keyword key."""
+        if key in self.kwargs:
+            return self.kwargs[key]
+        return self.args[i] if len(self.args) > i else default
+
+
+def _resolve(dotted):
+    """(owner object, attribute) for a dotted name; None when it does not exist here."""
+    if dotted.startswith("ProcessGroup."):
+        return torch._C._distributed_c10d.ProcessGroup, dotted.split(".", 1)[1]
+    if dotted.startswith("torch.ops."):
+        parts = dotted.split(".")
+        try:
+            ns = getattr(torch.ops, parts[2])
+            getattr(ns, parts[3])  # materialize the op packet in the namespace
+            return ns, parts[3]
+        except (AttributeError, RuntimeError):
+            return None
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            mod = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        obj = mod
+        try:
+            for p in parts[cut:-1]:
+                obj = getattr(obj, p)
+            getattr(obj, parts[-1])
+        except AttributeError:
+            return None
+        return obj, parts[-1]
+    return None
+
+
+class _Proxy:
+    """Stands in for a callable object that is not a plain function (a torch.ops packet):
+    calls are intercepted, attributes come from the original."""
+
+    def __init__(self, orig, before):
+        object.__setattr__(self, "_orig", orig)
+        object.__setattr__(self, "_before", before)
+
+    def __call__(self, *args, **kwargs):
+        self._before(args, kwargs)
+        return self._orig(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._orig, name)
+
+    def __setattr__(self, name, value):
+        if name == "__mgpu_original__":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._orig, name, value)
+
+
+class _Interceptor:
+    """Wraps named callables in place. Wrappers stay installed once made; what they do is
+    decided per call by the harness's state (policing on or off, counters active)."""
+
+    def __init__(self, harness):
+        self.h = harness
+        self.originals = {}   # dotted -> original object
+        self.wrappers = {}    # dotted -> wrapper
+        self.alias_of = {}    # id(original) -> dotted (for rebinding aliases)
+        self.policed = set()  # dotted names (and equivalents) currently forbidden
+        self.counters = []    # list of (set of names, list of Call)
+        self.depth = 0        # forbid() nesting
+        self.lock = threading.Lock()
+        self.scanned_torch = False
+
+    def install(self, dotted, root=None):
+        if dotted in self.wrappers:
+            return True
+        loc = _resolve(dotted)
+        if loc is None:
+            return False
+        owner, attr = loc
+        orig = target = getattr(owner, attr)
+        root = root or dotted
+        icpt = self
+        if isinstance(orig, type):
+            # A class (DistributedDataParallel): police its construction. The class itself
+            # stays as it is, so isinstance checks in torch keep working.
+            owner, attr, orig = orig, "__init__", orig.__init__
+
+        if isinstance(owner, type) or callable(orig) and isinstance(
+                orig, (types.FunctionType, types.BuiltinFunctionType)):
+            def wrapper(*args, **kwargs):
+                icpt.on_call(dotted, root, args, kwargs)
+                return orig(*args, **kwargs)
+            functools.update_wrapper(wrapper, orig, updated=())
+        else:
+            wrapper = _Proxy(orig, lambda args, kwargs: icpt.on_call(dotted, root, args, kwargs))
+        wrapper.__mgpu_original__ = orig
+        try:
+            setattr(owner, attr, wrapper)
+        except (AttributeError, TypeError):
+            return False
+        self.originals[dotted] = target
+        self.wrappers[dotted] = wrapper
+        if isinstance(wrapper, types.FunctionType) and attr != "__init__" \
+                and not isinstance(owner, type):
+            # Module-level functions may have been imported elsewhere under other names.
+            self.alias_of[id(orig)] = dotted
+            self.scanned_torch = False
+        return True
+
+    def rebind_aliases(self, modules):
+        """Points module globals that hold an original (from-imports made before the wrapper
+        was installed) at its wrapper."""
+        for mod in modules:
+            d = getattr(mod, "__dict__", None)
+            if not d:
+                continue
+            for k, v in list(d.items()):
+                dotted = self.alias_of.get(id(v))
+                if dotted is not None and v is self.originals[dotted]:
+                    try:
+                        setattr(mod, k, self.wrappers[dotted])
+                    except (AttributeError, TypeError):
+                        pass
+
+    def rebind_torch(self):
+        if self.scanned_torch:
+            return
+        mods = [m for n, m in list(sys.modules.items())
+                if m is not None and (n == "torch" or n.startswith("torch."))]
+        self.rebind_aliases(mods)
+        self.scanned_torch = True
+
+    def on_call(self, dotted, root, args, kwargs):
+        if self.depth > 0 and dotted in self.policed:
+            self.h._violation(root, dotted)
+        if self.counters:
+            with self.lock:
+                for names, calls in self.counters:
+                    if dotted in names:
+                        calls.append(Call(dotted, args, kwargs))
+
+    def original(self, dotted):
+        if dotted in self.originals:
+            return self.originals[dotted]
+        loc = _resolve(dotted)
+        return getattr(*loc) if loc else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The harness
+
+
+class Harness:
+    """One rank's harness. Make it with mgpu_harness.init()."""
+
+    def __init__(self, default_cases=None, default_perf_cases=None):
+        self.rank = _env_int(["MGPU_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"], 0)
+        self.world = _env_int(["MGPU_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                               "WORLD_SIZE"], 1)
+        self.local_rank = _env_int(["MGPU_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                    "LOCAL_RANK"], self.rank)
+        self.local_world = _env_int(["MGPU_LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                     "LOCAL_WORLD_SIZE"], self.world)
+        self.exercise = os.environ.get("MGPU_EXERCISE", "")
+        self.run_dir = os.environ.get("MGPU_RUN_DIR") or os.path.abspath("mgpu-results")
+        self.rdzv_dir = os.environ.get("MGPU_RDZV_DIR") or os.path.join(self.run_dir, "rdzv")
+        seed = os.environ.get("MGPU_SEED")
+        self.seed = int(seed) & _MASK64 if seed else 0x6D677075  # fixed when standalone
+        self.fault = os.environ.get("MGPU_FAULT") or None
+        self._records = None
+        self._finished = False
+        self._violated = False
+        self._learner_files = set()
+        self._learner_modules = []
+        for f in (os.environ.get("MGPU_LEARNER_FILES") or "").split(","):
+            if f.strip():
+                self._learner_files.add(os.path.basename(f.strip()))
+        self._icpt = _Interceptor(self)
+
+        os.makedirs(self.run_dir, exist_ok=True)
+        self._records = open(os.path.join(self.run_dir, f"rank-{self.rank}.jsonl"), "a",
+                             encoding="utf-8")
+        self._install_hooks()
+        try:
+            self.cases = _parse_cases(os.environ.get("MGPU_CASES"), "MGPU_CASES")
+            self.perf_cases = _parse_cases(os.environ.get("MGPU_PERF_CASES"), "MGPU_PERF_CASES")
+            if "MGPU_CASES" not in os.environ and default_cases:
+                self.cases = dict(default_cases)
+            if "MGPU_PERF_CASES" not in os.environ and default_perf_cases:
+                self.perf_cases = dict(default_perf_cases)
+        except ValueError as e:
+            self._write_start("", -1)
+            self.fail("harness", "init", str(e))
+
+        self.on_gpu = torch.cuda.is_available()
+        gpu = ""
+        if self.on_gpu:
+            idx = self.local_rank % torch.cuda.device_count()
+            torch.cuda.set_device(idx)
+            self.device = torch.device("cuda", idx)
+            gpu = torch.cuda.get_device_name(idx)
+            self.backend = "nccl"
+        else:
+            idx = -1
+            self.device = torch.device("cpu")
+            self.backend = "gloo"
+        want_perf = _env_flag("MGPU_PERF")
+        # perf: the performance stage is judged (GPU only). timing: time_pair() does work
+        # (on CPU only when MGPU_PERF=1, with the host clock: for testing drivers).
+        self.perf = want_perf and self.on_gpu
+        self.timing = want_perf
+        self.perf_budget_ms = float(os.environ.get("MGPU_PERF_BUDGET_MS") or 20000)
+        self.min_reps = max(1, _env_int(["MGPU_PERF_MIN_REPS"], 10))
+        self.max_reps = max(self.min_reps, _env_int(["MGPU_PERF_MAX_REPS"], 50))
+        self._write_start(gpu, idx)
+
+        forbid = [s.strip() for s in (os.environ.get("MGPU_FORBID") or "").split(",")
+                  if s.strip()]
+        self.forbidden = forbid
+        for name in forbid:
+            self._police(name)
+
+    # ---- records ---------------------------------------------------------------------------
+
+    def _write(self, rec):
+        rec = {"t": rec.pop("t"), "rank": self.rank, **rec}
+        line = json.dumps(rec, allow_nan=False, default=str)
+        self._records.write(line + "\n")
+        self._records.flush()
+
+    def _write_start(self, gpu, idx):
+        self._write({"t": "start", "world": self.world, "local_rank": self.local_rank,
+                     "device": idx, "gpu": gpu, "pid": os.getpid(),
+                     "harness": HARNESS_VERSION, "exercise": self.exercise})
+
+    def note(self, msg):
+        """A free-text note shown in the report."""
+        self._write({"t": "note", "msg": str(msg)[:_MAX_MSG]})
+
+    def value(self, name, v, unit=""):
+        """A figure the learner's code produced or the driver measured."""
+        self._write({"t": "value", "name": name, "value": _num(v), "unit": unit})
+
+    def fail(self, where, call, msg, file="", line=0, code=1):
+        """Writes an error record (where: learner, driver, harness, policy) and exits 1."""
+        self._error(where, call, msg, file, line, code)
+        self._exit(1)
+
+    def _error(self, where, call, msg, file="", line=0, code=1):
+        print(f"mgpu: rank {self.rank}: {where} error in {call}"
+              f"{f' at {file}:{line}' if file else ''}: {msg}", file=sys.stderr, flush=True)
+        self._write({"t": "error", "where": where, "call": call, "file": file, "line": line,
+                     "code": code, "msg": str(msg)[:_MAX_MSG]})
+
+    def _exit(self, status):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self._records.flush()
+        finally:
+            os._exit(status)
+
+    def finish(self):
+        """Writes the done record and tears the process group down. Returns the exit status
+        for sys.exit (0: verdicts are the checker's job)."""
+        if self._violated:
+            self._exit(1)
+        self._finished = True
+        self._write({"t": "done"})
+        self._records.flush()
+        if dist.is_available() and dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # the records are written; teardown trouble is not a verdict
+                pass
+        return 0
+
+    # ---- process group and learner code ---------------------------------------------------
+
+    def init_process_group(self, timeout_s=120):
+        """Initializes the default process group for this rank: NCCL bound to this rank's GPU,
+        or gloo on CPU. Rendezvous through MASTER_ADDR/MASTER_PORT."""
+        import datetime
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        kw = {}
+        if self.on_gpu:
+            kw["device_id"] = self.device
+        dist.init_process_group(backend=self.backend, rank=self.rank, world_size=self.world,
+                                timeout=datetime.timedelta(seconds=timeout_s), **kw)
+
+    def import_learner(self, name):
+        """Imports the learner's module (its file is <name>.py on PYTHONPATH) and marks its
+        file as the learner's: errors there are the learner's, and aliases of forbidden
+        functions it imports are policed."""
+        mod = importlib.import_module(name)
+        self._learner_modules.append(mod)
+        f = getattr(mod, "__file__", None)
+        if f:
+            self._learner_files.add(os.path.basename(f))
+            self._learner_files.add(os.path.abspath(f))
+        self._icpt.rebind_aliases([mod])
+        return mod
+
+    def _is_learner_file(self, filename):
+        if not filename:
+            return False
+        return (filename in self._learner_files or os.path.abspath(filename) in self._learner_files
+                or os.path.basename(filename) in self._learner_files)
+
+    def _learner_site(self, frames):
+        """(file, line) of the innermost learner frame among frames (outermost first)."""
+        for fname, lineno in reversed(frames):
+            if self._is_learner_file(fname):
+                return os.path.basename(fname), lineno
+        return None
+
+    # ---- policing ---------------------------------------------------------------------------
+
+    def _police(self, name):
+        ok = self._icpt.install(name)
+        self._icpt.policed.add(name)
+        for eq in _EQUIVALENTS.get(name, []):
+            if self._icpt.install(eq, root=name):
+                self._icpt.policed.add(eq)
+        if not ok:
+            self.note(f"forbid: {name} does not exist in this torch; nothing to police")
+
+    @contextlib.contextmanager
+    def forbid(self, names=None):
+        """While the block runs (the learner's code), a call to a forbidden function writes an
+        error record (where "policy") and raises PolicyViolation, so the rank exits 1.
+        names: extra dotted names to forbid on top of MGPU_FORBID."""
+        for n in names or ():
+            if n not in self._icpt.policed:
+                self._police(n)
+        self._icpt.rebind_torch()
+        self._icpt.rebind_aliases(self._learner_modules)
+        self._icpt.depth += 1
+        try:
+            yield
+        finally:
+            self._icpt.depth -= 1
+
+    def _violation(self, call, via):
+        stack = [(f.filename, f.lineno) for f in traceback.extract_stack()]
+        site = self._learner_site(stack) or ("", 0)
+        how = call if via == call else f"{call} (through {via})"
+        msg = (f"your code called {how}, which this exercise forbids"
+               + (f" (at {site[0]}:{site[1]})" if site[0] else ""))
+        if not self._violated:
+            self._violated = True
+            self._error("policy", call, msg, site[0], site[1], 0)
+        raise PolicyViolation(msg)
+
+    @contextlib.contextmanager
+    def count_calls(self, names):
+        """Records every call of the named functions (dotted names, e.g.
+        "torch.distributed.all_reduce") made while the block runs, by anyone. Yields the list
+        of Call objects, filled as calls happen."""
+        names = set(names)
+        for n in names:
+            if not self._icpt.install(n):
+                raise ValueError(f"count_calls: no such function {n}")
+        self._icpt.rebind_torch()
+        self._icpt.rebind_aliases(self._learner_modules)
+        calls = []
+        entry = (names, calls)
+        with self._icpt.lock:
+            self._icpt.counters.append(entry)
+        try:
+            yield calls
+        finally:
+            with self._icpt.lock:
+                self._icpt.counters.remove(entry)
+
+    def real(self, dotted):
+        """The original (unwrapped) function, for the harness's and drivers' own use."""
+        return self._icpt.original(dotted)
+
+    # ---- uncaught exceptions ------------------------------------------------------------
+
+    def _install_hooks(self):
+        def hook(etype, value, tb):
+            self._on_uncaught(etype, value, tb)
+
+        def thread_hook(args):
+            self._on_uncaught(args.exc_type, args.exc_value, args.exc_traceback)
+
+        sys.excepthook = hook
+        threading.excepthook = thread_hook
+
+    def _on_uncaught(self, etype, value, tb):
+        if isinstance(value, PolicyViolation) or self._violated:
+            traceback.print_exception(etype, value, tb, file=sys.stderr)
+            self._exit(1)
+        if isinstance(value, SystemExit):
+            self._exit(value.code if isinstance(value.code, int) else 1)
+        frames = [(f.filename, f.lineno) for f in traceback.extract_tb(tb)]
+        if isinstance(value, SyntaxError) and value.filename:
+            frames.append((value.filename, value.lineno or 0))
+        site = self._learner_site(frames)
+        if site:
+            where, (file, line) = "learner", site
+        else:
+            here = os.path.abspath(__file__)
+            inner = [fr for fr in frames if os.path.abspath(fr[0]) != here]
+            file, line = (os.path.basename(inner[-1][0]), inner[-1][1]) if inner else ("", 0)
+            where = "driver" if inner else "harness"
+        traceback.print_exception(etype, value, tb, file=sys.stderr)
+        msg = "".join(traceback.format_exception_only(etype, value)).strip()
+        self._error(where, etype.__name__, msg, file, line, 1)
+        self._exit(1)
+
+    # ---- data ----------------------------------------------------------------------------
+
+    def exact(self, shape, rank=None, iter=0, dtype=torch.float32, device=None, salt=0):
+        """Integer-valued numbers in [-64, 64], a function of (seed, rank, iter, salt, index).
+        Sums of up to 2^17 of them are exact in float32 in any order."""
+        if isinstance(shape, int):
+            shape = (shape,)
+        rank = self.rank if rank is None else rank
+        device = self.device if device is None else torch.device(device)
+        n = math.prod(shape)
+        key = _key32(self.seed, rank, iter, salt)
+        out = torch.empty(n, dtype=dtype, device=device)
+        for s in range(0, n, _CHUNK):
+            c = min(_CHUNK, n - s)
+            out[s:s + c] = _exact_chunk(s, c, key, device).to(dtype)
+        return out.view(shape)
+
+    def exact_sum(self, shape, iter=0, ranks=None, dtype=torch.float32, device=None, salt=0):
+        """The element-wise sum of exact(shape, r, iter) over ranks (default: all ranks)."""
+        ranks = range(self.world) if ranks is None else ranks
+        total = None
+        for r in ranks:
+            x = self.exact(shape, r, iter, torch.float32, device, salt)
+            total = x if total is None else total.add_(x)
+        if total is None:
+            total = torch.zeros(shape, dtype=torch.float32,
+                                device=self.device if device is None else device)
+        return total.to(dtype)
+
+    @staticmethod
+    def poison_value(dtype):
+        if dtype.is_floating_point or dtype.is_complex:
+            return float("nan")
+        if dtype == torch.bool:
+            return True
+        return torch.iinfo(dtype).max
+
+    def poison(self, t):
+        """Fills t with NaN (floats) or the dtype's largest value (integers). Returns t."""
+        return t.fill_(self.poison_value(t.dtype))
+
+    # ---- comparisons ---------------------------------------------------------------------
+
+    def compare(self, got, want, tol=0.0, rtol=0.0, n=None):
+        """Compares every element of got with want: ok where |got - want| <= tol + rtol*|want|
+        (or both NaN). Elements of got that still hold the poison value where want does not
+        are counted apart, as unwritten. Returns a Result; writes nothing (see record)."""
+        res = Result(n if n is not None else got.numel())
+        if tuple(got.shape) != tuple(want.shape):
+            res.msg_parts.append(f"shape {tuple(got.shape)} is not the expected "
+                                 f"{tuple(want.shape)}")
+            res.bad = 1
+            res.checked = 1
+        else:
+            res.compare(got.detach().reshape(-1), want.detach().reshape(-1), tol, rtol)
+        return res
+
+    def record(self, case, result, msg=None):
+        """Writes the case record of a Result (msg is added when the case failed)."""
+        if msg and not result.ok():
+            result.msg_parts.append(msg)
+        result.n = self.cases.get(case, result.n)
+        return self._record_case(case, result)
+
+    def check_equal(self, case, got, want, tol=0.0, rtol=0.0, msg=None, n=None):
+        """compare() then record(): writes the case record; returns ok."""
+        res = self.compare(got, want, tol, rtol, n)
+        if n is None:
+            res.n = self.cases.get(case, res.n)
+        if msg and not res.ok():
+            res.msg_parts.append(msg)
+        return self._record_case(case, res)
+
+    def record_case(self, case, ok, n=None, msg=None, checked=1):
+        """A case record for a check the driver made itself (a property, a call count...)."""
+        res = Result(n if n is not None else self.cases.get(case, 0))
+        res.checked = checked
+        if not ok:
+            res.bad = max(1, checked)
+            res.forced = True
+        if msg:
+            res.msg_parts.append(msg)
+        return self._record_case(case, res)
+
+    def _record_case(self, case, res):
+        ok = res.ok()
+        rec = {"t": "case", "case": case, "n": int(res.n), "ok": ok, "checked": int(res.checked),
+               "bad": int(res.bad), "unwritten": int(res.unwritten), "guard_hits": 0,
+               "max_abs_err": _num(res.max_abs), "max_rel_err": _num(res.max_rel),
+               "first": res.first}
+        if res.msg_parts:
+            rec["msg"] = "; ".join(res.msg_parts)[:_MAX_MSG]
+        self._write(rec)
+        return ok
+
+    # ---- timing --------------------------------------------------------------------------
+
+    def _sync(self):
+        if dist.is_available() and dist.is_initialized():
+            self.real("torch.distributed.barrier")()
+        if self.on_gpu:
+            torch.cuda.synchronize()
+
+    def _agree_max(self, v):
+        """The maximum of v over all ranks (a small collective, never policed)."""
+        if not (dist.is_available() and dist.is_initialized()) or self.world == 1:
+            return v
+        t = torch.tensor([float(v)], dtype=torch.float64, device=self.device)
+        self.real("torch.distributed.all_reduce")(t, op=dist.ReduceOp.MAX)
+        return t.item()
+
+    def _time_one(self, fn, iters, start_iter, policed, sync):
+        scope = self.forbid() if policed else contextlib.nullcontext()
+        with scope:
+            self._sync()
+            if self.on_gpu:
+                e0 = torch.cuda.Event(enable_timing=True)
+                e1 = torch.cuda.Event(enable_timing=True)
+                w0 = time.perf_counter()
+                e0.record()
+                for k in range(iters):
+                    fn(start_iter + k)
+                if sync is not None:
+                    sync()
+                e1.record()
+                torch.cuda.synchronize()
+                wall = time.perf_counter() - w0
+                dev = e0.elapsed_time(e1) / 1e3
+            else:
+                w0 = time.perf_counter()
+                for k in range(iters):
+                    fn(start_iter + k)
+                if sync is not None:
+                    sync()
+                wall = time.perf_counter() - w0
+                dev = wall
+        return dev * 1e6 / iters, wall * 1e6 / iters
+
+    def time_pair(self, case, bytes, factor, metric, yours, baseline, iters=None, warmup=3,
+                  sync=None, scale_baseline=1.0):
+        """Times yours(i) and baseline(i) alternately (ABBA order, so neither always goes first).
+
+        Each sample: every rank meets at a barrier, the device is synchronized, then `iters`
+        calls run back to back, timed with CUDA events on the current stream (µs per op) and
+        with the host clock up to torch.cuda.synchronize() (wall µs per op). yours runs inside
+        forbid(). `sync`, when given, runs after the calls of a sample, inside the timed
+        region (e.g. waits on outstanding work). scale_baseline multiplies the baseline's
+        samples (e.g. 1/N to compare with perfect N-way scaling). Writes two timing records;
+        returns (yours_us, baseline_us) lists, or None when timing is off."""
+        if not self.timing:
+            return None
+        it = 0
+        for _ in range(warmup):
+            with self.forbid():
+                yours(it)
+            baseline(it)
+            it += 1
+        if iters is None:
+            ty, _ = self._time_one(yours, 1, it, True, sync)
+            tb, _ = self._time_one(baseline, 1, it + 1, False, sync)
+            it += 2
+            iters = int(min(1000, max(1, math.ceil(1000.0 / max(min(ty, tb), 1e-3)))))
+        iters = int(self._agree_max(iters))
+        samples = {"yours": ([], []), "baseline": ([], [])}
+        t_start = time.perf_counter()
+        rep = 0
+        while True:
+            order = ("yours", "baseline") if rep % 2 == 0 else ("baseline", "yours")
+            for who in order:
+                fn = yours if who == "yours" else baseline
+                us, wall = self._time_one(fn, iters, it, who == "yours", sync)
+                it += iters
+                if who == "baseline":
+                    us, wall = us * scale_baseline, wall * scale_baseline
+                samples[who][0].append(us)
+                samples[who][1].append(wall)
+            rep += 1
+            stop = 0.0
+            if rep >= self.max_reps:
+                stop = 1.0
+            elif rep >= self.min_reps:
+                spent = (time.perf_counter() - t_start) * 1e3 >= self.perf_budget_ms
+                stable = all(_spread(samples[w][0]) < 0.02 for w in samples)
+                stop = 1.0 if (spent or stable) else 0.0
+            if self._agree_max(stop) > 0:
+                break
+        for who in ("yours", "baseline"):
+            us, wall = samples[who]
+            self._write({"t": "timing", "case": case, "who": who, "bytes": float(bytes),
+                         "factor": float(factor), "metric": metric,
+                         "us": [_num(x) for x in us], "wall_us": [_num(x) for x in wall]})
+        return samples["yours"][0], samples["baseline"][0]
+
+
+def _spread(xs):
+    """Interquartile range over median (0 for fewer than 4 samples: not yet stable)."""
+    if len(xs) < 4:
+        return 1.0
+    q = statistics.quantiles(xs, n=4)
+    med = statistics.median(xs)
+    return (q[2] - q[0]) / med if med > 0 else 1.0
+
+
+class Result:
+    """The outcome of one comparison: what a case record holds. msg_parts are joined into the
+    record's msg; drivers may append their own explanation before recording."""
+
+    def __init__(self, n):
+        self.n = n
+        self.checked = 0
+        self.bad = 0
+        self.unwritten = 0
+        self.max_abs = 0.0
+        self.max_rel = 0.0
+        self.first = []
+        self.msg_parts = []
+        self.forced = False
+
+    def ok(self):
+        return self.bad == 0 and self.unwritten == 0 and not self.forced
+
+    def compare(self, got, want, tol, rtol):
+        want = want.to(got.device)
+        n = got.numel()
+        self.checked = n
+        integer = not (got.dtype.is_floating_point or want.dtype.is_floating_point)
+        poison = Harness.poison_value(got.dtype)
+        for s in range(0, n, _CHUNK):
+            g = got[s:s + _CHUNK]
+            w = want[s:s + _CHUNK]
+            if integer:
+                unwritten = (g == poison) & (w != poison)
+                gd, wd = g.to(torch.float64), w.to(torch.float64)
+                diff = (gd - wd).abs()
+                badm = (g != w) & ~unwritten
+                if tol > 0 or rtol > 0:
+                    badm &= diff > tol + rtol * wd.abs()
+                finite = ~unwritten
+            else:
+                gd, wd = g.to(torch.float64), w.to(torch.float64)
+                gn, wn = torch.isnan(gd), torch.isnan(wd)
+                unwritten = gn & ~wn
+                diff = (gd - wd).abs()
+                close = (gd == wd) | (gn & wn) | (diff <= tol + rtol * wd.abs())
+                badm = ~close & ~unwritten
+                finite = ~unwritten & ~(gn & wn) & torch.isfinite(diff)
+            self.unwritten += int(unwritten.sum())
+            self.bad += int(badm.sum())
+            if bool(finite.any()):
+                d = diff[finite]
+                self.max_abs = max(self.max_abs, float(d.max()))
+                denom = wd[finite].abs()
+                nz = denom > 0
+                if bool(nz.any()):
+                    self.max_rel = max(self.max_rel, float((d[nz] / denom[nz]).max()))
+            if len(self.first) < _MAX_FIRST:
+                idx = torch.nonzero(badm | unwritten).reshape(-1)[: _MAX_FIRST - len(self.first)]
+                for i in idx.tolist():
+                    gv, wv = g[i].item(), w[i].item()
+                    self.first.append({"i": s + i, "got": _fmt(gv), "want": _fmt(wv)})
+
+
+def init(default_cases=None, default_perf_cases=None):
+    """Reads the environment, opens this rank's record file, writes the start record and
+    returns the Harness. default_cases / default_perf_cases ({name: n}) apply when the run's
+    environment names none (a driver run by hand)."""
+    return Harness(default_cases, default_perf_cases)
