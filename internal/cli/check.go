@@ -125,6 +125,7 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 		if !o.JSON {
 			fmt.Fprintf(a.Err, "%s %s (%s)...\n", map[bool]string{true: "Building", false: "Checking"}[buildOnly], e.ID, t.Label)
 		}
+		ck.Perf = a.perfFor(ctx, e, !o.NoPerf && !buildOnly)
 		var r *checker.Report
 		if buildOnly {
 			r = ck.Build(ctx, t)
@@ -223,8 +224,18 @@ func (a *App) newChecker(ctx context.Context, perf bool) (*checker.Checker, erro
 		Launcher: launch.New(),
 		Env:      machine{facts: facts},
 		WorkDir:  filepath.Join(cache, "work"),
-		Perf:     perf && len(facts.GPUs) > 0,
+		Perf:     perf,
 	}, nil
+}
+
+// perfFor says whether the performance stage is judged for an exercise on this machine:
+// GPU exercises only where there are GPUs (on CPU their timings mean nothing and the report
+// says the stage was skipped); CPU exercises (kind c) time CPU work, so always.
+func (a *App) perfFor(ctx context.Context, e *course.Exercise, want bool) bool {
+	if !want {
+		return false
+	}
+	return e.Kind == "c" || len(a.Facts(ctx, false).GPUs) > 0
 }
 
 func cacheDir() (string, error) {
@@ -253,8 +264,10 @@ func (m machine) Unmet(req course.Requirements, l course.Launch) []string {
 	return out
 }
 
-func (m machine) Toolchain(cudaAwareMPI bool) *build.Toolchain { return m.facts.Toolchain(cudaAwareMPI) }
-func (m machine) GPUCount() int                                { return len(m.facts.GPUs) }
+func (m machine) Toolchain(cudaAwareMPI bool) *build.Toolchain {
+	return m.facts.Toolchain(cudaAwareMPI)
+}
+func (m machine) GPUCount() int { return len(m.facts.GPUs) }
 
 func (m machine) Python() string {
 	if m.facts.Python == nil {
@@ -280,24 +293,16 @@ func (a *App) recordAttempt(ws *workspace.Workspace, e *course.Exercise, r *chec
 		return
 	}
 	err := ws.UpdateProgress(func(p *workspace.Progress) error {
-		ep := exerciseProgress(p, e.ID)
+		ep := p.Exercise(e.ID)
 		at := workspace.Attempt{
 			Time: time.Now(), Target: "yours", Verdict: r.Verdict, Stage: r.Stage,
-			Headline: headline(r), DurationMS: r.Duration.Milliseconds(),
+			Headline: headline(r), DurationMS: time.Duration(r.Duration).Milliseconds(),
 		}
-		ep.Attempts = append(ep.Attempts, at)
-		if r.Verdict == "passed" {
-			ep.Status = "passed"
-			if ep.Best == nil {
-				ep.Best = map[string]float64{}
-			}
+		ep.Record(at)
+		if r.Verdict == checker.Passed {
 			for k, v := range at.Headline {
-				if old, ok := ep.Best[k]; !ok || better(k, v, old) {
-					ep.Best[k] = v
-				}
+				ep.SetBest(k, v, higherIsBetter(k))
 			}
-		} else if ep.Status != "passed" {
-			ep.Status = "attempted"
 		}
 		p.LastExercise = e.ID
 		return nil

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -186,6 +187,7 @@ func (a *App) verify(ctx context.Context, arg string, o verifyOptions) error {
 			jobs = append(jobs, job{label: "variant:" + v.Name, expect: v.Expect, words: v.Message,
 				mk: func(dir string) (checker.Target, error) { return checker.VariantTarget(e, v.Name, dir) }})
 		}
+		ck.Perf = a.perfFor(ctx, e, !o.NoPerf)
 		for _, j := range jobs {
 			if ctx.Err() != nil {
 				break
@@ -279,7 +281,7 @@ func starterTarget(e *course.Exercise, dir string) (checker.Target, error) {
 	}
 	files := map[string]string{}
 	for _, f := range e.Files {
-		b, err := e.ReadFile(e.StarterPath(f))
+		b, err := fs.ReadFile(e.FS(), e.StarterPath(f))
 		if err != nil {
 			return checker.Target{}, err
 		}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -63,7 +63,7 @@ func (a *App) listing(ctx context.Context, c *course.Course, prog *workspace.Pro
 				ID: e.ID, Title: e.Title, Status: exerciseStatus(prog, e.ID),
 				GPUs: e.Requires.GPUs, Libs: e.Requires.Libs,
 			}
-			for _, r := range doctor.Unmet(facts, e.Requires, e.Launch) {
+			for _, r := range doctor.UnmetExercise(facts, &e.Manifest) {
 				le.Missing = append(le.Missing, r.What)
 			}
 			le.Runnable = len(le.Missing) == 0
@@ -387,7 +387,7 @@ func newSolutionCmd(app *App) *cobra.Command {
 				return usageErrorf("you haven't passed %s yet; the solution unlocks when you do (or use --force)", e.ID)
 			}
 			for _, f := range e.Files {
-				b, err := e.ReadFile(e.SolutionPath(f))
+				b, err := fs.ReadFile(e.FS(), e.SolutionPath(f))
 				if err != nil {
 					return runnerErrorf("%s: %v", e.ID, err)
 				}
@@ -408,8 +408,8 @@ func newSolutionCmd(app *App) *cobra.Command {
 
 func newResetCmd(app *App) *cobra.Command {
 	return &cobra.Command{
-		Use:   "reset <exercise>",
-		Short: "Restore an exercise's starter files (your files are backed up first)",
+		Use:     "reset <exercise>",
+		Short:   "Restore an exercise's starter files (your files are backed up first)",
 		Example: "  mgpu-learn reset module3/ring-allreduce",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
