@@ -1,0 +1,197 @@
+/*
+ * driver.cu — module3/grouped-collectives (course-owned).
+ *
+ * One process per GPU. The driver makes the communicator. A case's n is a number of tensors;
+ * tensor k holds tensor_elems(k) floats, between 4 KiB and 64 KiB, most of them odd counts.
+ * Every tensor has its own guarded, poisoned buffers, so a write past one tensor's end is
+ * caught.
+ *
+ * Correctness: two iterations per case with different inputs (a result cached from the first
+ * call fails the second); every element of every tensor on every rank is compared with the
+ * host sum, tolerance 0, after reading it back on the learner's stream.
+ *
+ * Performance (headline case "many"): the learner's allreduce_many against the same calls made
+ * one by one, outside any group, on the same buffers, timed in the same run (ABAB). Metric:
+ * time per batch.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "mgpu.h"
+#include "grouped-collectives.h"
+
+enum { kIterations = 2 };
+
+/* Tensor sizes: 1024..16384 floats plus a remainder of 0..12, cycling through 16 sizes. */
+static size_t tensor_elems(int k) { return (size_t)(1024 * (1 + k % 16) + (k * 7) % 13); }
+static const size_t kMaxTensorElems = 1024 * 16 + 12;
+
+typedef struct batch {
+  int count;
+  mgpu_buf *send, *recv;
+  const float **sendp;
+  float **recvp;
+  size_t *n;
+  size_t total; /* floats over all tensors */
+  ncclComm_t comm;
+} batch;
+
+static void batch_alloc(batch *b, int count, int device, ncclComm_t comm) {
+  int k;
+  memset(b, 0, sizeof *b);
+  b->count = count;
+  b->comm = comm;
+  b->send = (mgpu_buf *)calloc((size_t)count, sizeof(mgpu_buf));
+  b->recv = (mgpu_buf *)calloc((size_t)count, sizeof(mgpu_buf));
+  b->sendp = (const float **)calloc((size_t)count, sizeof(float *));
+  b->recvp = (float **)calloc((size_t)count, sizeof(float *));
+  b->n = (size_t *)calloc((size_t)count, sizeof(size_t));
+  if (!b->send || !b->recv || !b->sendp || !b->recvp || !b->n)
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  for (k = 0; k < count; k++) {
+    b->n[k] = tensor_elems(k);
+    b->total += b->n[k];
+    b->send[k] = mgpu_alloc(b->n[k] * sizeof(float), device);
+    b->recv[k] = mgpu_alloc(b->n[k] * sizeof(float), device);
+    b->sendp[k] = (const float *)b->send[k].ptr;
+    b->recvp[k] = (float *)b->recv[k].ptr;
+  }
+}
+
+static void batch_free(batch *b) {
+  int k;
+  for (k = 0; k < b->count; k++) {
+    mgpu_free(&b->send[k]);
+    mgpu_free(&b->recv[k]);
+  }
+  free(b->n);
+  free(b->recvp);
+  free(b->sendp);
+  free(b->recv);
+  free(b->send);
+}
+
+/* The input "iteration" of tensor k in iteration it: distinct for every (it, k). */
+static int data_iter(int it, int k) { return it * 4096 + k; }
+
+static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
+                     cudaStream_t stream) {
+  batch b;
+  mgpu_result r;
+  float *host, *want;
+  long long base;
+  int it, k, rr;
+
+  if (c->n < 1 || c->n > 2048) {
+    mgpu_result_init(&r, c->n);
+    snprintf(r.msg, sizeof r.msg, "case %s: n must be a tensor count in 1..2048", c->name);
+    mgpu_record_case(c->name, &r, 1);
+    return;
+  }
+  batch_alloc(&b, (int)c->n, ctx->device, comm);
+  mgpu_result_init(&r, (long long)b.total);
+  MGPU_CUDA(cudaMallocHost((void **)&host, kMaxTensorElems * sizeof(float)));
+  want = (float *)malloc(kMaxTensorElems * sizeof(float));
+  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+
+  for (it = 0; it < kIterations; it++) {
+    for (k = 0; k < b.count; k++) {
+      mgpu_poison(&b.recv[k], stream);
+      mgpu_fill_exact_f32((float *)b.send[k].ptr, (long long)b.n[k], ctx->seed, ctx->rank,
+                          data_iter(it, k), stream);
+    }
+    allreduce_many(comm, b.count, b.sendp, b.recvp, b.n, stream);
+    base = 0;
+    for (k = 0; k < b.count; k++) {
+      long long i, nk = (long long)b.n[k];
+      for (i = 0; i < nk; i++) want[i] = 0.0f;
+      for (rr = 0; rr < ctx->world; rr++) {
+        uint64_t key = mgpu_exact_key(ctx->seed, rr, data_iter(it, k));
+        for (i = 0; i < nk; i++) want[i] += mgpu_exact_value_k(key, i);
+      }
+      MGPU_CUDA(cudaMemcpyAsync(host, b.recvp[k], (size_t)nk * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream));
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      for (i = 0; i < nk; i++) mgpu_result_add(&r, base + i, host[i], want[i], 0.0);
+      base += nk;
+    }
+  }
+  for (k = 0; k < b.count; k++)
+    r.guard_hits += mgpu_guard_hits(&b.send[k]) + mgpu_guard_hits(&b.recv[k]);
+  if (r.bad || r.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "%d tensors of 4-64 KiB, %d iterations: every recv[k] must hold the sum of every "
+             "rank's send[k] (element index counts through the tensors in order)",
+             b.count, kIterations);
+  mgpu_record_case(c->name, &r, 0);
+
+  free(want);
+  MGPU_CUDA(cudaFreeHost(host));
+  batch_free(&b);
+}
+
+/* ---- timing ------------------------------------------------------------------------------ */
+
+static void op_yours(void *arg, int iter, cudaStream_t stream) {
+  batch *b = (batch *)arg;
+  (void)iter;
+  allreduce_many(b->comm, b->count, b->sendp, b->recvp, b->n, stream);
+}
+
+/* The baseline: the same collectives, one by one, each its own launch. */
+static void op_baseline(void *arg, int iter, cudaStream_t stream) {
+  batch *b = (batch *)arg;
+  int k;
+  (void)iter;
+  for (k = 0; k < b->count; k++)
+    MGPU_NCCL(ncclAllReduce(b->sendp[k], b->recvp[k], b->n[k], ncclFloat, ncclSum, b->comm,
+                            stream));
+}
+
+static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStream_t stream) {
+  batch b;
+  mgpu_timing t;
+  int k;
+  if (c->n < 1 || c->n > 2048) {
+    mgpu_note("perf case %s: n must be a tensor count in 1..2048; skipped", c->name);
+    return;
+  }
+  batch_alloc(&b, (int)c->n, ctx->device, comm);
+  for (k = 0; k < b.count; k++)
+    mgpu_fill_exact_f32((float *)b.send[k].ptr, (long long)b.n[k], ctx->seed, ctx->rank, k,
+                        stream);
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  memset(&t, 0, sizeof t);
+  t.case_name = c->name;
+  t.bytes = (double)b.total * sizeof(float);
+  t.factor = 1.0;
+  t.metric = "time";
+  mgpu_time_pair(ctx, &t, op_yours, &b, op_baseline, &b, stream);
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  batch_free(&b);
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  cudaStream_t stream;
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  int k;
+
+  mgpu_init(&ctx, argc, argv);
+  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  mgpu_nccl_unique_id(&ctx, &id);
+  MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+
+  for (k = 0; k < ctx.ncases; k++) run_case(&ctx, &ctx.cases[k], comm, stream);
+  if (ctx.perf)
+    for (k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, &ctx.perf_cases[k], comm, stream);
+
+  MGPU_NCCL(ncclCommDestroy(comm));
+  MGPU_CUDA(cudaStreamDestroy(stream));
+  return mgpu_finish(&ctx);
+}
