@@ -34,6 +34,14 @@ type learnerFile struct {
 	Object string // compiled object (c/cuda)
 }
 
+func isHeader(name string) bool {
+	switch path.Ext(name) {
+	case ".h", ".cuh", ".hpp", ".hh":
+		return true
+	}
+	return false
+}
+
 func isSource(name string) bool {
 	switch path.Ext(name) {
 	case ".c", ".cu", ".cpp", ".cc", ".cxx":
@@ -157,8 +165,13 @@ func (k *check) build(ctx context.Context) *program {
 			abs, _ := filepath.Abs(lf.Path)
 			req.Sources = append(req.Sources, build.Source{Path: abs, Role: build.RoleLearner, Show: lf.Show})
 		}
-		if d, _ := filepath.Abs(filepath.Dir(lf.Path)); !contains(req.Headers, d) {
-			req.Headers = append(req.Headers, d)
+		// A learner header must be found by the driver too. (A learner source finds headers
+		// beside it without this; leaving the directory out keeps the course's objects cached
+		// across learners' edits.)
+		if isHeader(lf.Name) {
+			if d, _ := filepath.Abs(filepath.Dir(lf.Path)); !contains(req.Headers, d) {
+				req.Headers = append(req.Headers, d)
+			}
 		}
 	}
 	for _, f := range files {
@@ -190,7 +203,7 @@ func (k *check) build(ctx context.Context) *program {
 			}
 		}
 		for _, line := range strings.Split(strings.TrimRight(res.Log, "\n"), "\n") {
-			k.c.emit(BuildLine{Line: line})
+			k.emit(BuildLine{Line: line})
 		}
 	}
 	for _, d := range res.Diagnostics {
@@ -207,7 +220,7 @@ func (k *check) build(ctx context.Context) *program {
 	}
 	prog.argv = []string{res.Binary}
 	prog.env = res.RuntimeEnv
-	detail := "compiled in " + fmtDuration(res.Duration)
+	detail := fmt.Sprintf("compiled %d of %d source(s) in %s", res.Compiled, len(req.Sources), fmtDuration(res.Duration))
 	if res.Cached {
 		detail = "cached"
 	}

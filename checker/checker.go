@@ -60,10 +60,8 @@ type Checker struct {
 	Ranks int
 	// KeepRuns is how many check directories WorkDir/runs keeps (default 20).
 	KeepRuns int
-	// Events receives progress; may be nil.
+	// Events receives progress; may be nil. Calls for one check never overlap.
 	Events func(Event)
-
-	evMu sync.Mutex
 }
 
 // Target is what to check: the learner's files of an exercise, or the course's own.
@@ -78,13 +76,13 @@ type Target struct {
 	Root string
 }
 
-func (c *Checker) emit(ev Event) {
-	if c.Events == nil {
+func (k *check) emit(ev Event) {
+	if k.c.Events == nil {
 		return
 	}
-	c.evMu.Lock()
-	defer c.evMu.Unlock()
-	c.Events(ev)
+	k.evMu.Lock()
+	defer k.evMu.Unlock()
+	k.c.Events(ev)
 }
 
 // check is one check in progress.
@@ -95,6 +93,7 @@ type check struct {
 	rep   *Report
 	dir   string // this check's directory under WorkDir/runs
 	began map[string]time.Time
+	evMu  sync.Mutex
 }
 
 func (c *Checker) newCheck(t Target, stages []string) *check {
@@ -131,7 +130,7 @@ func (k *check) stage(name string) *StageResult {
 
 func (k *check) start(name string) {
 	k.began[name] = time.Now()
-	k.c.emit(StageStarted{Exercise: k.rep.Exercise, Target: k.rep.Target, Stage: name})
+	k.emit(StageStarted{Exercise: k.rep.Exercise, Target: k.rep.Target, Stage: name})
 }
 
 // done ends a stage; durations add up over repeated runs.
@@ -150,7 +149,7 @@ func (k *check) done(name, status, detail string) {
 	if status == StatusOK || k.rep.Verdict == Passed {
 		k.rep.Stage = name
 	}
-	k.c.emit(StageDone{Exercise: k.rep.Exercise, Target: k.rep.Target, Stage: name, Status: status, Duration: d, Detail: s.Detail})
+	k.emit(StageDone{Exercise: k.rep.Exercise, Target: k.rep.Target, Stage: name, Status: status, Duration: d, Detail: s.Detail})
 }
 
 // fail ends the stage as failed and sets the verdict from whose fault it is.
@@ -298,7 +297,17 @@ func (k *check) environment(buildOnly bool) bool {
 			fmt.Fprintf(&b, "  - %s\n", u)
 		}
 		b.WriteString("Nothing was built or run. `mgpu-learn doctor` shows what this machine has.")
-		k.fail(StageEnvironment, FaultMachine, "this machine lacks "+strings.Join(unmet, ", "), b.String())
+		short := make([]string, len(unmet))
+		for i, u := range unmet {
+			// The environment may add a fix after a dash; the headline keeps what is missing.
+			short[i] = u
+			for _, sep := range []string{" \u2014 ", " -- "} {
+				if j := strings.Index(u, sep); j > 0 {
+					short[i] = u[:j]
+				}
+			}
+		}
+		k.fail(StageEnvironment, FaultMachine, "cannot run here: "+strings.Join(short, "; "), b.String())
 		return false
 	}
 	detail := ""

@@ -39,9 +39,9 @@ type RankLine struct {
 
 // RankState is how a rank ended (launch's state words).
 type RankState struct {
-	Rank  int
-	State string
-	Exit  int
+	Rank   int
+	State  string
+	Exit   int
 	Signal string
 }
 

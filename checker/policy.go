@@ -71,7 +71,7 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 			if v.Why != "" {
 				fmt.Fprintf(&b, ": %s", v.Why)
 			}
-			b.WriteString(".\n")
+			b.WriteString(sentenceEnd(v.Why) + "\n")
 		}
 		b.WriteString("Remove the call and write that part yourself; the check looks at the symbols your object files use.")
 		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Symbol, v.File), b.String())
@@ -232,7 +232,8 @@ func symbolMatches(sym, forbidden string) bool {
 
 func isIdentDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-// findInSource gives the first line of file that names sym as a word, or 0.
+// findInSource gives the line of file where sym is most likely called, or 0: the first call
+// ("sym(") outside a comment, else the first mention outside a comment, else any mention.
 func findInSource(file, sym string) int {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -242,14 +243,49 @@ func findInSource(file, sym string) int {
 	if i := strings.LastIndex(name, "::"); i >= 0 {
 		name = name[i+2:]
 	}
-	re, err := regexp.Compile(`\b` + regexp.QuoteMeta(name) + `\b`)
-	if err != nil {
-		return 0
+	word := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`)
+	call := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\s*(<[^;]*>)?\s*\(`)
+	lines := strings.Split(string(data), "\n")
+	code := make([]string, len(lines)) // each line without its comments
+	inBlock := false
+	for i, line := range lines {
+		var b strings.Builder
+		for j := 0; j < len(line); j++ {
+			switch {
+			case inBlock && strings.HasPrefix(line[j:], "*/"):
+				inBlock = false
+				j++
+			case inBlock:
+			case strings.HasPrefix(line[j:], "/*"):
+				inBlock = true
+				j++
+			case strings.HasPrefix(line[j:], "//") || line[j] == '#' && strings.TrimSpace(line[:j]) == "" && strings.HasPrefix(strings.TrimSpace(line[j+1:]), "include"):
+				j = len(line)
+			default:
+				b.WriteByte(line[j])
+			}
+		}
+		code[i] = b.String()
 	}
-	for i, line := range strings.Split(string(data), "\n") {
-		if re.MatchString(line) {
+	for _, re := range []*regexp.Regexp{call, word} {
+		for i, l := range code {
+			if re.MatchString(l) {
+				return i + 1
+			}
+		}
+	}
+	for i, l := range lines {
+		if word.MatchString(l) {
 			return i + 1
 		}
 	}
 	return 0
+}
+
+// sentenceEnd is the full stop a sentence ending in s still needs.
+func sentenceEnd(s string) string {
+	if strings.HasSuffix(s, ".") || strings.HasSuffix(s, "!") || strings.HasSuffix(s, "?") {
+		return ""
+	}
+	return "."
 }

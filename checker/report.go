@@ -153,19 +153,19 @@ type RunSummary struct {
 
 // RankRun is one rank's end.
 type RankRun struct {
-	Rank     int     `json:"rank"`
-	State    string  `json:"state"` // launch's words: done, failed, signaled, hung, killed, unknown
-	Exit     int     `json:"exit"`
-	Signal   string  `json:"signal,omitempty"`
-	Elapsed  Seconds `json:"elapsed_s"`
-	Done     bool    `json:"done"` // wrote its done record
-	Tail     string  `json:"tail,omitempty"`
-	Dropped  int64   `json:"dropped_bytes,omitempty"`
-	Records  string  `json:"records"` // path of rank-<r>.jsonl
-	Device   int     `json:"device"`
-	GPU      string  `json:"gpu,omitempty"`
-	PID      int     `json:"pid,omitempty"`
-	Harness  string  `json:"harness,omitempty"`
+	Rank     int      `json:"rank"`
+	State    string   `json:"state"` // launch's words: done, failed, signaled, hung, killed, unknown
+	Exit     int      `json:"exit"`
+	Signal   string   `json:"signal,omitempty"`
+	Elapsed  Seconds  `json:"elapsed_s"`
+	Done     bool     `json:"done"` // wrote its done record
+	Tail     string   `json:"tail,omitempty"`
+	Dropped  int64    `json:"dropped_bytes,omitempty"`
+	Records  string   `json:"records"` // path of rank-<r>.jsonl
+	Device   int      `json:"device"`
+	GPU      string   `json:"gpu,omitempty"`
+	PID      int      `json:"pid,omitempty"`
+	Harness  string   `json:"harness,omitempty"`
 	Problems []string `json:"problems,omitempty"` // e.g. a truncated last record
 }
 
@@ -206,16 +206,16 @@ type Mismatch struct {
 
 // PerfResult is the performance stage's judgement.
 type PerfResult struct {
-	Metric   string `json:"metric"` // busbw, algbw, time
-	Unit     string `json:"unit"`   // "GB/s" or "us"
-	Case     string `json:"case"`   // the headline case
-	Baseline string `json:"baseline"`
+	Metric   string     `json:"metric"` // busbw, algbw, time
+	Unit     string     `json:"unit"`   // "GB/s" or "us"
+	Case     string     `json:"case"`   // the headline case
+	Baseline string     `json:"baseline"`
 	Cases    []PerfCase `json:"cases"`
 	// Ratio is the headline case's median paired ratio (yours relative to the baseline;
 	// above 1 is faster), with its bootstrap 95 % confidence interval.
-	Ratio        Float  `json:"ratio"`
-	CILow        Float  `json:"ci_low"`
-	CIHigh       Float  `json:"ci_high"`
+	Ratio        Float   `json:"ratio"`
+	CILow        Float   `json:"ci_low"`
+	CIHigh       Float   `json:"ci_high"`
 	Target       float64 `json:"target"`        // min_ratio
 	SuspectAbove float64 `json:"suspect_above"` // 0: none
 	Runs         int     `json:"runs"`
@@ -232,7 +232,7 @@ type PerfResult struct {
 // PerfCase is one timed case: medians over the pooled samples.
 type PerfCase struct {
 	Case       string `json:"case"`
-	Bytes      float64 `json:"bytes"`
+	Bytes      Float  `json:"bytes"`
 	Yours      Float  `json:"yours"`    // metric (GB/s or µs)
 	Baseline   Float  `json:"baseline"` // metric
 	YoursUS    Float  `json:"yours_us"`
