@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU acceptance suite: proves the course on this machine's GPUs in one command.
-#   scripts/gpu-acceptance.sh [--machine NAME] [--out DIR] [TARGET]
+#   scripts/gpu-acceptance.sh [--machine NAME] [--out DIR] [TARGET...]
 # Runs `mgpu-learn doctor`, then `mgpu-learn course verify` over TARGET (default: all): every
 # runnable exercise's solution must pass, its pristine starter must fail at its stage, every GPU
 # adversarial variant must fail as its manifest says; exercises this machine can't run are
@@ -9,13 +9,13 @@
 # Uses bin/mgpu-learn (or $MGPU_LEARN_BIN); builds it with Go only when there is none.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-machine=$(hostname) out=$root/docs/validation target=all
+machine=$(hostname) out=$root/docs/validation targets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --machine) machine=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
-    *) target=$1; shift ;;
+    *) targets+=("$1"); shift ;;
   esac
 done
 bin=${MGPU_LEARN_BIN:-$root/bin/mgpu-learn}
@@ -30,6 +30,6 @@ mkdir -p "$out"
 start=$SECONDS
 "$bin" doctor --refresh | tee "$out/$machine-doctor.txt"
 rc=0
-"$bin" course verify "$target" --report-dir "$out" --machine "$machine" || rc=$?
+"$bin" course verify "${targets[@]:-all}" --report-dir "$out" --machine "$machine" || rc=$?
 echo "gpu-acceptance: $machine finished in $((SECONDS - start)) s (exit $rc); report in $out/$machine.md"
 exit $rc

@@ -68,7 +68,7 @@ type verifyOptions struct {
 func newVerifyCmd(app *App) *cobra.Command {
 	var o verifyOptions
 	cmd := &cobra.Command{
-		Use:   "verify [exercise|module|all]",
+		Use:   "verify [exercise|module|all]...",
 		Short: "Prove the course on this machine: solutions pass, starters and variants fail as stated",
 		Long: `verify runs, for every exercise this machine can run: the reference solution (must pass),
 the pristine starter (must fail at the stage its manifest names, never with a runner error),
@@ -77,13 +77,11 @@ Exercises this machine can't run are listed as skipped with doctor's reason. Wit
 --report-dir it writes <machine>.md and <machine>.json there.`,
 		Example: `  mgpu-learn course verify
   mgpu-learn course verify module0 --report-dir docs/validation --machine nvidia-h200-x4`,
-		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			target := "all"
-			if len(args) == 1 {
-				target = args[0]
+			if len(args) == 0 {
+				args = []string{"all"}
 			}
-			return app.verify(cmd.Context(), target, o)
+			return app.verify(cmd.Context(), args, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.ReportDir, "report-dir", "", "write <machine>.md and <machine>.json into `DIR`")
@@ -139,15 +137,25 @@ type verifyReport struct {
 	Failed   int          `json:"failed"`
 }
 
-func (a *App) verify(ctx context.Context, arg string, o verifyOptions) error {
+func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error {
 	start := time.Now()
 	c, err := a.Course()
 	if err != nil {
 		return err
 	}
-	exs, err := c.Resolve(arg)
-	if err != nil {
-		return usageErrorf("%v", err)
+	var exs []*course.Exercise
+	seen := map[string]bool{}
+	for _, arg := range args {
+		some, err := c.Resolve(arg)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		for _, e := range some {
+			if !seen[e.ID] {
+				seen[e.ID] = true
+				exs = append(exs, e)
+			}
+		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -180,7 +188,7 @@ func (a *App) verify(ctx context.Context, arg string, o verifyOptions) error {
 		jobs = append(jobs, job{label: "starter", expect: e.Starter.FailsAt, hangs: e.Starter.Hangs,
 			mk: func(dir string) (checker.Target, error) { return starterTarget(e, dir) }})
 		for _, v := range e.Variants {
-			if v.GPU && !gpus {
+			if (v.GPU && !gpus) || (v.MinGPUs > 0 && len(facts.GPUs) < v.MinGPUs) {
 				continue
 			}
 			v := v
@@ -210,6 +218,11 @@ func (a *App) verify(ctx context.Context, arg string, o verifyOptions) error {
 				status = "FAIL"
 			}
 			fmt.Fprintf(a.Err, "%s  %-32s %-24s expect %-12s got %s at %s (%.1fs)%s\n", status, e.ID, j.label, j.expect, r.Verdict, r.Stage, run.WallS, problemSuffix(run.Problem))
+		}
+		if o.ReportDir != "" {
+			// Written after every exercise, so a run cut short still leaves its findings.
+			rep.WallS = time.Since(start).Seconds()
+			_ = writeVerifyReport(o.ReportDir, rep)
 		}
 	}
 	rep.Leftover = leftovers(ck.WorkDir)

@@ -129,6 +129,9 @@ type Variant struct {
 	Message []string `yaml:"message"`
 	// GPU marks variants that need GPUs (acceptance suite) as opposed to CPU fixtures.
 	GPU bool `yaml:"gpu"`
+	// MinGPUs: the variant's expectation holds only with at least this many GPUs (a mistake
+	// that is invisible on two ranks); verification skips it on smaller machines.
+	MinGPUs int `yaml:"min_gpus"`
 }
 
 // Duration is a time.Duration written as "90s" in YAML.

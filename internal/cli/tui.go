@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"sync"
+
+	"github.com/mgpu-learn/mgpu-learn/checker"
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/internal/tui"
+	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
+	"github.com/mgpu-learn/mgpu-learn/runtime/probe"
+)
+
+// runTUI opens the terminal UI on course c and workspace ws. The UI calls its dependencies
+// from background goroutines; the machine is probed once, before anything else reads the
+// facts, so those calls never race on the App's cache.
+func (a *App) runTUI(ctx context.Context, c *course.Course, ws *workspace.Workspace) error {
+	var once sync.Once
+	var facts *probe.Facts
+	probed := func() *probe.Facts {
+		once.Do(func() { facts = a.Facts(ctx, false) })
+		return facts
+	}
+	return tui.Run(ctx, tui.Deps{
+		Course:    c,
+		Workspace: ws,
+		Unmet: func(e *course.Exercise) []string {
+			return machine{facts: probed()}.Unmet(e.Requires, e.Launch)
+		},
+		NewChecker: func(ctx context.Context) (*checker.Checker, error) {
+			probed()
+			return a.newChecker(ctx, true)
+		},
+		Record: func(e *course.Exercise, r *checker.Report) {
+			a.recordAttempt(ws, e, r)
+		},
+		Editor:  os.Getenv("EDITOR"),
+		NoColor: a.NoColor,
+	})
+}
