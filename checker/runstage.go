@@ -177,13 +177,14 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 		timeout = course.DefaultTimeout
 	}
 	spec := launch.Spec{
-		Launcher: e.Launch.Launcher,
-		Ranks:    nranks,
-		Argv:     prog.argv,
-		Dir:      dir,
-		Env:      k.runEnv(prog, seed),
-		RunDir:   dir,
-		Timeout:  timeout,
+		Launcher:  e.Launch.Launcher,
+		Ranks:     nranks,
+		Argv:      prog.argv,
+		Dir:       dir,
+		Env:       k.runEnv(prog, seed),
+		RunDir:    dir,
+		Timeout:   timeout,
+		KeepGoing: e.Launch.KeepGoing,
 	}
 	if spec.Launcher == "" {
 		spec.Launcher = launch.Local
@@ -410,9 +411,13 @@ func (k *check) checkRun(rr *runResult) bool {
 		k.fail(StageRun, fault, headline, b.String())
 		return false
 	}
+	planned := k.plannedFault(rr)
 	for _, r := range order {
 		rank := sum.Ranks[r]
 		recs := rr.records[r]
+		if r == planned {
+			continue
+		}
 		var headline, what string
 		switch {
 		case rank.State == launch.StateSignaled || (rank.Signal != "" && rank.State != launch.StateKilled):
@@ -440,7 +445,7 @@ func (k *check) checkRun(rr *runResult) bool {
 	}
 	// A rank torn down by the launcher with no other failure to explain it.
 	for _, rank := range sum.Ranks {
-		if !rank.Done {
+		if !rank.Done && rank.Rank != planned {
 			k.fail(StageRun, FaultRunner, fmt.Sprintf("rank %d was stopped by the launcher", rank.Rank),
 				fmt.Sprintf("Rank %d was stopped (%s) although no rank failed.\n%s", rank.Rank, rank.State, tailFor(rank)))
 			return false
@@ -853,4 +858,38 @@ func passedHeadline(rows []CaseResult, ranks int, perfSkipped bool) string {
 		h += "; performance not judged"
 	}
 	return h
+}
+
+// plannedFault is the rank that the exercise's fault plan kills on purpose (launch.keep_going
+// with MGPU_FAULT=kill:rank=R:...), or -1. The rank counts as killed by the plan only when it
+// died after writing the harness's "fault plan" note, so a real crash before that is still
+// reported as one.
+func (k *check) plannedFault(rr *runResult) int {
+	e := k.t.Exercise
+	if !e.Launch.KeepGoing {
+		return -1
+	}
+	r := faultRank(e.Launch.Env["MGPU_FAULT"])
+	if r < 0 || r >= len(rr.records) {
+		return -1
+	}
+	for _, note := range rr.records[r].Notes {
+		if strings.Contains(note, "fault plan") {
+			k.rep.Notes = append(k.rep.Notes, fmt.Sprintf("rank %d was killed on purpose by the exercise's fault plan", r))
+			return r
+		}
+	}
+	return -1
+}
+
+// faultRank reads R from "kill:rank=R:after_ms=T".
+func faultRank(plan string) int {
+	for _, part := range strings.Split(plan, ":") {
+		if v, ok := strings.CutPrefix(part, "rank="); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
