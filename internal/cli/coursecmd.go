@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -188,7 +189,8 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 		jobs = append(jobs, job{label: "starter", expect: e.Starter.FailsAt, hangs: e.Starter.Hangs,
 			mk: func(dir string) (checker.Target, error) { return starterTarget(e, dir) }})
 		for _, v := range e.Variants {
-			if (v.GPU && !gpus) || (v.MinGPUs > 0 && len(facts.GPUs) < v.MinGPUs) {
+			if (v.GPU && !gpus) || (v.MinRanks > 0 && ranksFor(e, o.Ranks, len(facts.GPUs)) < v.MinRanks) {
+				fmt.Fprintf(a.Err, "skip  %s variant %s: needs %d ranks or GPUs here\n", e.ID, v.Name, v.MinRanks)
 				continue
 			}
 			v := v
@@ -305,4 +307,22 @@ func starterTarget(e *course.Exercise, dir string) (checker.Target, error) {
 		files[f] = p
 	}
 	return checker.Target{Exercise: e, Files: files, Label: "starter"}, nil
+}
+
+// ranksFor is how many ranks a check of e starts: the --ranks override, the manifest's
+// number, or for "all" one per GPU (two on a machine without GPUs, as the checker does).
+func ranksFor(e *course.Exercise, override, gpus int) int {
+	if override > 0 {
+		return override
+	}
+	if e.Launch.Launcher == "single" {
+		return 1
+	}
+	if n, err := strconv.Atoi(e.Launch.Ranks); err == nil {
+		return n
+	}
+	if gpus > 0 {
+		return gpus
+	}
+	return 2
 }

@@ -18,19 +18,15 @@ import (
 func leftovers(workDir string) []string {
 	var out []string
 	cache := filepath.Dir(workDir)
-	self := os.Getpid()
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		line := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
-		if strings.Contains(line, cache) {
+		if ranFromCache(pid, cache) {
+			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			line := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
 			out = append(out, fmt.Sprintf("pid %d: %s", pid, line))
 		}
 	}
@@ -108,4 +104,27 @@ func writeVerifyReport(dir string, r *verifyReport) error {
 func mdEscape(s string) string {
 	s = strings.ReplaceAll(s, "|", "\\|")
 	return strings.ReplaceAll(s, "\n", " ")
+}
+
+// ranFromCache reports whether a process is one of the checks' programs: its executable, its
+// first argument (a Python driver) or its working directory lies under the cache, where every
+// build and run directory lives. A shell whose command line merely mentions the path is not.
+func ranFromCache(pid int, cache string) bool {
+	under := func(p string) bool {
+		return p != "" && (p == cache || strings.HasPrefix(p, cache+string(os.PathSeparator)))
+	}
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && under(exe) {
+		return true
+	}
+	if cwd, err := os.Readlink(filepath.Join(dir, "cwd")); err == nil && under(cwd) {
+		return true
+	}
+	if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+		args := strings.Split(string(cmd), "\x00")
+		if len(args) > 1 && under(args[1]) {
+			return true
+		}
+	}
+	return false
 }

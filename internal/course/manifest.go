@@ -129,9 +129,9 @@ type Variant struct {
 	Message []string `yaml:"message"`
 	// GPU marks variants that need GPUs (acceptance suite) as opposed to CPU fixtures.
 	GPU bool `yaml:"gpu"`
-	// MinGPUs: the variant's expectation holds only with at least this many GPUs (a mistake
-	// that is invisible on two ranks); verification skips it on smaller machines.
-	MinGPUs int `yaml:"min_gpus"`
+	// MinRanks: the variant's expectation holds only when the run has at least this many
+	// ranks (a mistake invisible on two ranks); verification skips it on smaller runs.
+	MinRanks int `yaml:"min_ranks"`
 }
 
 // Duration is a time.Duration written as "90s" in YAML.

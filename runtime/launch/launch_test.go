@@ -497,3 +497,16 @@ func TestRunnerErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestKeepGoingLetsSurvivorsFinish(t *testing.T) {
+	prog := rankProg(t)
+	s := spec(t, Local, 3, prog, "1=crash,*=sleep:1500")
+	s.KeepGoing = true
+	res := launch(t, context.Background(), s)
+	if res.FirstFailed != 1 {
+		t.Fatalf("FirstFailed = %d, want 1; states %v", res.FirstFailed, states(res))
+	}
+	if got := states(res); got[0] != StateDone || got[1] != StateSignaled || got[2] != StateDone {
+		t.Errorf("states %v: with KeepGoing the other ranks must run to their end", got)
+	}
+}

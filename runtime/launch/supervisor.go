@@ -320,8 +320,12 @@ func (j *job) supervise(ctx context.Context, interval time.Duration) {
 			p.exited, p.ended, p.state = true, ev.at, ev.state
 			j.tr.reaped(p.cmd.Process.Pid)
 			if !j.wrapped && !tearing && failed(p) {
-				j.firstFailed = p.rank
-				teardown(min(s.Grace, s.TeardownAfter/2), func(p *proc) { p.killed = true })
+				if j.firstFailed < 0 {
+					j.firstFailed = p.rank
+				}
+				if !s.KeepGoing {
+					teardown(min(s.Grace, s.TeardownAfter/2), func(p *proc) { p.killed = true })
+				}
 			}
 		case <-done:
 			j.canceled = true
