@@ -179,6 +179,8 @@ _EQUIVALENTS = {
         "torch.ops.c10d._allgather_base_"],
     "torch.distributed.all_to_all_single": ["ProcessGroup.alltoall_base"],
     "torch.distributed.all_to_all": ["ProcessGroup.alltoall"],
+    "torch.distributed.gather": ["ProcessGroup.gather"],
+    "torch.distributed.scatter": ["ProcessGroup.scatter"],
     "torch.nn.parallel.DistributedDataParallel": [],
 }
 
@@ -405,6 +407,7 @@ class Harness:
         self.perf = want_perf and self.on_gpu
         self.timing = want_perf
         self.perf_budget_ms = float(os.environ.get("MGPU_PERF_BUDGET_MS") or 20000)
+        self._timing_spent_ms = 0.0  # over every time_pair of the run: the budget is shared
         self.min_reps = max(1, _env_int(["MGPU_PERF_MIN_REPS"], 10))
         self.max_reps = max(self.min_reps, _env_int(["MGPU_PERF_MAX_REPS"], 50))
         self._write_start(gpu, idx)
@@ -456,19 +459,22 @@ class Harness:
             os._exit(status)
 
     def finish(self):
-        """Writes the done record and tears the process group down. Returns the exit status
-        for sys.exit (0: verdicts are the checker's job)."""
+        """Waits for every rank at a barrier, writes the done record and ends the process with
+        status 0 (verdicts are the checker's job). Never returns.
+
+        The process ends with os._exit: the process group is not destroyed, since tearing down
+        gloo's and NCCL's threads at interpreter exit can abort a rank whose work is done (seen
+        with gloo: "terminate called without an active exception"). The barrier first makes
+        sure no peer still needs this rank for a collective."""
         if self._violated:
             self._exit(1)
+        if dist.is_available() and dist.is_initialized() and self.world > 1:
+            self.real("torch.distributed.barrier")()
+            if self.on_gpu:
+                torch.cuda.synchronize()
         self._finished = True
         self._write({"t": "done"})
-        self._records.flush()
-        if dist.is_available() and dist.is_initialized():
-            try:
-                dist.destroy_process_group()
-            except Exception:  # the records are written; teardown trouble is not a verdict
-                pass
-        return 0
+        self._exit(0)
 
     # ---- process group and learner code ---------------------------------------------------
 
@@ -719,6 +725,15 @@ class Harness:
         self.real("torch.distributed.all_reduce")(t, op=dist.ReduceOp.MAX)
         return t.item()
 
+    def max_over_ranks(self, values):
+        """The element-wise maximum of a list of numbers over all ranks (same length on every
+        rank), as the checker combines timing samples."""
+        if not (dist.is_available() and dist.is_initialized()) or self.world == 1:
+            return list(values)
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        self.real("torch.distributed.all_reduce")(t, op=dist.ReduceOp.MAX)
+        return t.tolist()
+
     def _time_one(self, fn, iters, start_iter, policed, sync):
         scope = self.forbid() if policed else contextlib.nullcontext()
         with scope:
@@ -789,11 +804,13 @@ class Harness:
             if rep >= self.max_reps:
                 stop = 1.0
             elif rep >= self.min_reps:
-                spent = (time.perf_counter() - t_start) * 1e3 >= self.perf_budget_ms
+                spent = (self._timing_spent_ms + (time.perf_counter() - t_start) * 1e3
+                         >= self.perf_budget_ms)
                 stable = all(_spread(samples[w][0]) < 0.02 for w in samples)
                 stop = 1.0 if (spent or stable) else 0.0
             if self._agree_max(stop) > 0:
                 break
+        self._timing_spent_ms += (time.perf_counter() - t_start) * 1e3
         for who in ("yours", "baseline"):
             us, wall = samples[who]
             self._write({"t": "timing", "case": case, "who": who, "bytes": float(bytes),
@@ -828,6 +845,21 @@ class Result:
 
     def ok(self):
         return self.bad == 0 and self.unwritten == 0 and not self.forced
+
+    def add(self, other):
+        """Folds another comparison of the same case into this one (its element indices are
+        shifted past this one's). Returns self."""
+        base = self.checked
+        self.checked += other.checked
+        self.bad += other.bad
+        self.unwritten += other.unwritten
+        self.forced = self.forced or other.forced
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
+        for f in other.first[: _MAX_FIRST - len(self.first)]:
+            self.first.append(dict(f, i=base + f["i"]))
+        self.msg_parts += other.msg_parts
+        return self
 
     def compare(self, got, want, tol, rtol):
         want = want.to(got.device)

@@ -1,0 +1,76 @@
+"""Driver of module1/first-allreduce (course-owned; the learner edits first_allreduce.py).
+
+Checks that setup() creates the default process group the way this rank needs it (right rank,
+world size and backend; on a GPU, bound to this rank's device with device_id), then that
+average() leaves, in place, the mean over all ranks of every element.
+
+Inputs are integer-valued and multiplied by the world size, so every rank's input and the mean
+are exact in float32 whatever the order of the additions: the check uses tolerance 0.
+"""
+import sys
+
+import torch
+import torch.distributed as dist
+
+import mgpu_harness
+
+h = mgpu_harness.init(default_cases={"setup": 1, "one": 1, "odd": 100003})
+learner = h.import_learner("first_allreduce")
+
+# ---- setup ----------------------------------------------------------------------------------
+with h.forbid():
+    learner.setup(h.rank, h.world, h.backend, h.device)
+problems = []
+if not dist.is_initialized():
+    problems.append("setup() returned but the default process group is not initialized: "
+                    "call dist.init_process_group(...) in setup()")
+    h.init_process_group()  # so that average() can still be checked
+else:
+    if dist.get_rank() != h.rank:
+        problems.append(f"dist.get_rank() is {dist.get_rank()}, but this rank is {h.rank}: "
+                        "pass rank=rank to init_process_group")
+    if dist.get_world_size() != h.world:
+        problems.append(f"dist.get_world_size() is {dist.get_world_size()}, but the job has "
+                        f"{h.world} ranks: pass world_size=world")
+    if dist.get_backend() != h.backend:
+        problems.append(f"the backend is {dist.get_backend()!r}, expected {h.backend!r}: "
+                        "use the backend you were given")
+    if h.on_gpu:
+        bound = dist.distributed_c10d._get_default_group().bound_device_id
+        if bound != h.device:
+            problems.append(f"the process group is not bound to this rank's GPU {h.device} "
+                            f"(bound_device_id is {bound}): pass device_id=device to "
+                            "init_process_group, so NCCL knows the GPU of each rank up front")
+h.record_case("setup", not problems, n=1, msg="; ".join(problems) or None)
+
+# ---- average --------------------------------------------------------------------------------
+for name, n in h.cases.items():
+    if name == "setup":
+        continue
+    result = None  # the first failing iteration's, else the last one's
+    for it in range(2):
+        x = h.exact(n, iter=it) * h.world
+        want = h.exact_sum(n, iter=it)  # = sum over ranks of x, divided by the world size
+        t = x.clone()
+        with h.forbid():
+            ret = learner.average(t)
+        r = h.compare(t, want)
+        if result is None or result.ok():
+            result = r
+        if r.ok():
+            continue
+        hint = f"iteration {it}"
+        if isinstance(ret, torch.Tensor) and ret is not t and ret.shape == want.shape \
+                and h.compare(ret, want).ok():
+            hint += ("; average() returned the right mean in a new tensor, but the tensor it "
+                     "was given does not hold it: work in place (all_reduce writes into its "
+                     "argument; use t.div_(n) rather than t = t / n)")
+        elif h.world > 1 and torch.equal(t, want * h.world):
+            hint += (f"; every element is {h.world}x the mean: that is the sum over ranks, "
+                     "divide it by the world size")
+        elif torch.equal(t, x):
+            hint += "; the tensor is unchanged: nothing was reduced across ranks"
+        r.msg_parts.append(hint)
+    h.record(name, result)
+
+sys.exit(h.finish())

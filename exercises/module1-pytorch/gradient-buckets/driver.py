@@ -1,0 +1,115 @@
+"""Driver of module1/gradient-buckets (course-owned; the learner edits buckets.py).
+
+average_gradients(grads, bucket_bytes) must leave every gradient holding its mean over all
+ranks, using one all_reduce per bucket of at most bucket_bytes (a gradient larger than that is
+a bucket by itself). The gradients have the shapes of a BERT-like transformer: a case's n is
+the model width d; there are LAYERS (24) layers and a vocabulary of 40*d, so about 300 tensors,
+most of them tiny (biases, layer norms), sit beside a few large ones.
+
+Checks, per case and iteration: every element of every gradient (exact: inputs are integers
+times the world size, so means are exact); the all_reduce calls: at most as many as filling
+buckets in order would need, none larger than the bucket limit.
+
+Performance (GPU): time of average_gradients against one all_reduce (+ divide) per tensor.
+"""
+import math
+import sys
+
+import torch
+
+import mgpu_harness
+
+LAYERS = 24
+PERF_BUCKET = 25 * 2**20
+
+
+def transformer_shapes(d):
+    shapes = [(40 * d, d), (512, d)]  # token and position embeddings
+    for _ in range(LAYERS):
+        shapes += [(d,), (d,),                   # layer norm 1
+                   (3 * d, d), (3 * d,),         # attention qkv
+                   (d, d), (d,),                 # attention output
+                   (d,), (d,),                   # layer norm 2
+                   (4 * d, d), (4 * d,),         # mlp in
+                   (d, 4 * d), (d,)]             # mlp out
+    shapes += [(d,), (d,)]                       # final layer norm
+    return shapes
+
+
+def next_fit_buckets(nbytes, limit):
+    """Buckets needed when filling them in order: the most a bucketing scheme should use."""
+    count, fill = 0, limit + 1
+    for b in nbytes:
+        if fill + b > limit:
+            count, fill = count + 1, 0
+        fill += b
+    return count
+
+
+h = mgpu_harness.init(default_cases={"small": 24, "odd": 27})
+learner = h.import_learner("buckets")
+h.init_process_group()
+
+for name, d in h.cases.items():
+    shapes = transformer_shapes(d)
+    nbytes = [math.prod(s) * 4 for s in shapes]
+    total = sum(nbytes)
+    # Several buckets per case, and the embedding bigger than one bucket.
+    bucket = min(PERF_BUCKET, max(4096, total // 6))
+    limit = max(bucket, max(nbytes))
+    most = next_fit_buckets(nbytes, bucket)
+    result = None
+    for it in range(2):
+        grads = [h.exact(s, iter=it, salt=k) * h.world for k, s in enumerate(shapes)]
+        # Counted where every all-reduce route ends (dist.all_reduce calls it too), so calls
+        # made straight on the process group object count as well.
+        with h.count_calls(["ProcessGroup.allreduce"]) as calls, h.forbid():
+            learner.average_gradients(grads, bucket)
+        wants = [h.exact_sum(s, iter=it, salt=k) for k, s in enumerate(shapes)]
+        got = torch.cat([g.reshape(-1) for g in grads])
+        r = h.compare(got, torch.cat([w.reshape(-1) for w in wants]))
+        problems = []
+        if not r.ok():
+            wrong = [k for k, (g, w) in enumerate(zip(grads, wants)) if not torch.equal(g, w)]
+            doubled = [k for k in wrong if torch.equal(grads[k], wants[k] * h.world)]
+            problems.append(f"iteration {it}: {len(wrong)} of {len(shapes)} gradients are wrong, "
+                            f"the first of them #{wrong[0]} of shape {tuple(shapes[wrong[0]])}")
+            if doubled and len(doubled) == len(wrong) and h.world > 1:
+                problems.append(f"they hold {h.world}x the mean: the sum over ranks; divide by "
+                                "the world size")
+        sizes = [sum(t.numel() * t.element_size() for t in c.arg(1, "tensors")) for c in calls]
+        if len(calls) > most:
+            problems.append(f"{len(calls)} all_reduce calls for {len(shapes)} gradients; filling "
+                            f"buckets of {bucket} bytes in order needs only {most}")
+        big = [s for s in sizes if s > limit]
+        if big:
+            problems.append(f"an all_reduce of {big[0]} bytes: buckets hold at most {bucket} "
+                            "bytes (or a single gradient larger than that)")
+        if problems:
+            r.bad = max(r.bad, 1)
+            r.msg_parts += problems
+        # Keep the first failure; never leave the loop early: every rank must make the same
+        # collective calls whatever its own results.
+        if result is None or result.ok():
+            result = r
+    h.record(name, result)
+
+if h.timing:
+    for name, d in h.perf_cases.items():
+        shapes = transformer_shapes(d)
+        grads_y = [h.exact(s, iter=100, salt=k) for k, s in enumerate(shapes)]
+        grads_b = [g.clone() for g in grads_y]
+        all_reduce = h.real("torch.distributed.all_reduce")
+
+        def per_tensor(i):
+            for g in grads_b:
+                all_reduce(g)
+                g.div_(h.world)
+
+        h.time_pair(name, bytes=sum(g.numel() * 4 for g in grads_y), factor=1, metric="time",
+                    yours=lambda i: learner.average_gradients(grads_y, PERF_BUCKET),
+                    baseline=per_tensor)
+else:
+    h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
+
+sys.exit(h.finish())

@@ -1,0 +1,111 @@
+"""Driver of module1/moe-dispatch (course-owned; the learner edits moe.py).
+
+Every rank holds tokens (rows) and, for each, the rank of the expert that must process it.
+dispatch(tokens, dest) sends every row to its expert's rank and returns the rows this rank
+received, grouped by source rank (rank 0's first), each group in the sender's row order, plus
+whatever state combine needs. combine(out, state) sends the processed rows back and returns
+them in the original order. Ranks hold different numbers of tokens and routing is skewed, so
+the split sizes are uneven and some are zero.
+
+The driver's "expert" on rank e multiplies its rows by e + 2. Rows are integer-valued float32:
+both checks (what was received; what came back) are exact. A case's n is the number of
+tokens on rank 0 (rank r has n + 37 r, except in "empty-" cases where rank 0 has none);
+rows have D numbers (PERF_D in the timed case).
+
+Performance (GPU, bfloat16): dispatch + combine against an all_gather-based exchange (every
+token to every rank, then reduce_scatter back).
+"""
+import sys
+
+import torch
+
+import mgpu_harness
+
+D = 24
+PERF_D = 4096
+
+
+def tokens_of(r, name, n, it, d):
+    rows = 0 if (name.startswith("empty-") and r == 0) else n + 37 * r
+    x = h.exact((rows, d), rank=r, iter=it)
+    u = h.exact((rows,), rank=r, iter=it, salt=1)  # integers in [-64, 64]
+    if name.startswith("one-"):
+        dest = torch.full((rows,), h.world - 1, dtype=torch.int64, device=h.device)
+    else:
+        # Skewed: about a quarter of the rows go to rank 0, the rest spread evenly.
+        dest = torch.where(u > 32, torch.zeros_like(u), (u + 64) % h.world).to(torch.int64)
+    return x, dest
+
+
+h = mgpu_harness.init(default_cases={"tiny": 3, "uneven": 1000, "empty-rank0": 50,
+                                     "one-expert": 64})
+learner = h.import_learner("moe")
+h.init_process_group()
+
+for name, n in h.cases.items():
+    result = None
+    for it in range(2):
+        x, dest = tokens_of(h.rank, name, n, it, D)
+        with h.forbid():
+            recv, state = learner.dispatch(x, dest)
+        want_recv = torch.cat([tokens_of(r, name, n, it, D)[0][tokens_of(r, name, n, it, D)[1]
+                                                              == h.rank]
+                               for r in range(h.world)])
+        r = h.compare(recv, want_recv)
+        if not r.ok():
+            r.msg_parts.append(
+                f"iteration {it}: dispatch returned the wrong rows: expected {want_recv.shape[0]} "
+                "rows, those sent to this rank grouped by source rank (rank 0 first), each group "
+                "in the sender's order")
+        # combine runs whatever dispatch returned: every rank must make the same collective
+        # calls, whatever its own results.
+        out = recv * (h.rank + 2)  # the expert
+        with h.forbid():
+            back = learner.combine(out, state)
+        want = x * (dest + 2).to(x.dtype).unsqueeze(1)
+        rc = h.compare(back, want)
+        if not rc.ok() and r.ok():
+            msg = f"iteration {it}: combine returned the wrong rows"
+            if back.shape == want.shape and torch.equal(torch.sort(back.sum(1)).values,
+                                                         torch.sort(want.sum(1)).values):
+                msg += (": the right rows in the wrong order; put each back where its token "
+                        "was in the input")
+            rc.msg_parts.append(msg)
+        r.add(rc)  # one case: what was received, then what came back
+        if result is None or result.ok():
+            result = r
+    h.record(name, result)
+
+if h.timing:
+    all_gather = h.real("torch.distributed.all_gather_into_tensor")
+    reduce_scatter = h.real("torch.distributed.reduce_scatter_tensor")
+    for name, n in h.perf_cases.items():
+        g = torch.Generator(device=h.device).manual_seed(h.seed % 2**31 + h.rank)
+        x = torch.randn(n, PERF_D, device=h.device, generator=g).to(torch.bfloat16)
+        dest = torch.randint(0, h.world, (n,), device=h.device, generator=g)
+
+        def yours(i):
+            recv, state = learner.dispatch(x, dest)
+            learner.combine(recv * (h.rank + 2), state)
+
+        all_x = torch.empty(h.world * n, PERF_D, device=h.device, dtype=x.dtype)
+        all_dest = torch.empty(h.world * n, device=h.device, dtype=dest.dtype)
+        back_all = torch.zeros_like(all_x)
+        back = torch.empty_like(x)
+
+        def gathered(i):
+            # Every token to every rank; each keeps its own, then the results go home through
+            # a reduce-scatter of a mostly-zero buffer.
+            all_gather(all_x, x)
+            all_gather(all_dest, dest)
+            mine = all_dest == h.rank
+            back_all.zero_()
+            back_all[mine] = all_x[mine] * (h.rank + 2)
+            reduce_scatter(back, back_all)
+
+        h.time_pair(name, bytes=n * PERF_D * 2, factor=1, metric="time", yours=yours,
+                    baseline=gathered)
+else:
+    h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
+
+sys.exit(h.finish())

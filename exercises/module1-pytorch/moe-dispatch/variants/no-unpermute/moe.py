@@ -1,0 +1,29 @@
+"""Variant: returns the combined rows in destination order instead of the original order."""
+
+import torch
+import torch.distributed as dist
+
+
+def dispatch(tokens: torch.Tensor, dest: torch.Tensor):
+    world = dist.get_world_size()
+    # Group rows by destination; stable, so each group keeps this rank's row order.
+    order = torch.argsort(dest, stable=True)
+    send = tokens[order]
+    send_counts = torch.bincount(dest, minlength=world)
+    # Everyone learns how many rows it will receive from everyone: one integer per pair.
+    recv_counts = torch.empty_like(send_counts)
+    dist.all_to_all_single(recv_counts, send_counts)
+    send_splits, recv_splits = send_counts.tolist(), recv_counts.tolist()
+    recv = tokens.new_empty(sum(recv_splits), tokens.shape[1])
+    dist.all_to_all_single(recv, send, output_split_sizes=recv_splits,
+                           input_split_sizes=send_splits)
+    return recv, (order, send_splits, recv_splits)
+
+
+def combine(out: torch.Tensor, state) -> torch.Tensor:
+    order, send_splits, recv_splits = state
+    back = out.new_empty(sum(send_splits), out.shape[1])
+    # The same exchange in reverse: what was received goes back, what was sent comes home.
+    dist.all_to_all_single(back, out, output_split_sizes=send_splits,
+                           input_split_sizes=recv_splits)
+    return back  # still sorted by destination

@@ -1,0 +1,134 @@
+"""Driver of module1/overlap-backward (course-owned; the learner edits overlap.py).
+
+GradientSync(model, bucket_bytes) registers gradient hooks that all-reduce buckets of
+gradients asynchronously while backward is still running; wait() finishes them and leaves the
+averaged gradients in p.grad. The driver trains a deterministic MLP (a case's n is its width;
+DEPTH layers) with SGD for STEPS steps, each rank on its own slice of a global batch, and
+compares the parameters with single-process training on the full batch (float32, relative
+tolerance 1e-5). It also checks that the all-reduces were launched during backward
+(async_op=True) rather than all at the end.
+
+Performance (GPU): time of one training step (forward, backward, wait, SGD step) against
+torch's DistributedDataParallel on the same model and batch.
+"""
+import copy
+import sys
+
+import torch
+import torch.nn as nn
+
+import mgpu_harness
+
+DEPTH = 4
+STEPS = 3
+ROWS_PER_RANK = 8
+PERF_DEPTH = 8
+PERF_ROWS_PER_RANK = 256
+PERF_BUCKET = 25 * 2**20
+
+
+def make_mlp(width, depth, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    layers = []
+    for i in range(depth):
+        lin = nn.Linear(width, width)
+        with torch.no_grad():
+            lin.weight.copy_(torch.randn(width, width, generator=g) / width**0.5)
+            lin.bias.copy_(torch.randn(width, generator=g) * 0.1)
+        layers += [lin, nn.Tanh()] if i < depth - 1 else [lin]
+    return nn.Sequential(*layers).to(device)
+
+
+def batch(width, rows, seed, step, device):
+    g = torch.Generator().manual_seed(seed * 1000003 + step)
+    x = torch.randn(rows, width, generator=g)
+    y = torch.randn(rows, width, generator=g)
+    return x.to(device), y.to(device)
+
+
+h = mgpu_harness.init(default_cases={"small": 32, "odd": 33})
+learner = h.import_learner("overlap")
+h.init_process_group()
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+seed = h.seed % 2**31
+loss_fn = nn.MSELoss()
+
+for name, width in h.cases.items():
+    model = make_mlp(width, DEPTH, seed, h.device)
+    ref = copy.deepcopy(model)
+    nparams = sum(p.numel() for p in model.parameters())
+    bucket = max(1024, nparams * 4 // 3)  # about three buckets
+    with h.forbid():
+        sync = learner.GradientSync(model, bucket)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    rows = ROWS_PER_RANK * h.world
+    problems = []
+    for step in range(STEPS):
+        x, y = batch(width, rows, seed, step, h.device)
+        lo, hi = h.rank * ROWS_PER_RANK, (h.rank + 1) * ROWS_PER_RANK
+        with h.count_calls(["torch.distributed.all_reduce"]) as during, h.forbid():
+            loss_fn(model(x[lo:hi]), y[lo:hi]).backward()
+        n_during = len(during)
+        with h.count_calls(["torch.distributed.all_reduce"]) as after, h.forbid():
+            sync.wait()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(ref(x), y).backward()
+        ref_opt.step()
+        ref_opt.zero_grad(set_to_none=True)
+        total = n_during + len(after)
+        if not problems and total > 1 and n_during < total - 1:
+            problems.append(f"step {step}: only {n_during} of {total} all_reduce calls were "
+                            "launched during backward: launch each bucket from the gradient "
+                            "hooks as soon as its last gradient is ready")
+        elif not problems and total >= 1 and n_during == 0:
+            problems.append(f"step {step}: no all_reduce was launched during backward")
+        blocking = [c for c in during if not c.arg(4, "async_op", False)]
+        if not problems and blocking:
+            problems.append(f"step {step}: an all_reduce launched during backward without "
+                            "async_op=True makes backward wait for it: nothing overlaps")
+    got = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
+    result = h.compare(got, want, tol=1e-6, rtol=1e-5)
+    if not result.ok():
+        result.msg_parts.append(f"after {STEPS} SGD steps the parameters differ from training "
+                                "on the whole batch in one process: are the gradients the "
+                                "mean over ranks, and all of them written back into p.grad?")
+    if problems:
+        result.bad = max(result.bad, 1)
+        result.msg_parts += problems
+    h.record(name, result)
+
+if h.timing:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    for name, width in h.perf_cases.items():
+        model = make_mlp(width, PERF_DEPTH, seed, h.device)
+        base = DDP(copy.deepcopy(model), device_ids=[h.device.index] if h.on_gpu else None,
+                   bucket_cap_mb=PERF_BUCKET / 2**20)
+        with h.forbid():
+            sync = learner.GradientSync(model, PERF_BUCKET)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+        base_opt = torch.optim.SGD(base.parameters(), lr=1e-4)
+        x, y = batch(width, PERF_ROWS_PER_RANK, seed + h.rank, 0, h.device)
+
+        def yours(i):
+            loss_fn(model(x), y).backward()
+            sync.wait()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        def baseline(i):
+            loss_fn(base(x), y).backward()
+            base_opt.step()
+            base_opt.zero_grad(set_to_none=True)
+
+        nbytes = sum(p.numel() * 4 for p in model.parameters())
+        h.time_pair(name, bytes=nbytes, factor=1, metric="time", yours=yours,
+                    baseline=baseline, iters=1)
+else:
+    h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
+
+sys.exit(h.finish())

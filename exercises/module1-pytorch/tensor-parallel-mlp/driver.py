@@ -1,0 +1,144 @@
+"""Driver of module1/tensor-parallel-mlp (course-owned; the learner edits tp_mlp.py).
+
+ParallelMLP(w1, b1, w2, b2) gets the full weights of y = gelu(x @ w1.T + b1) @ w2.T + b2 on
+every rank and must keep only its shard: the first layer split by output features
+(column-parallel), the second by input features (row-parallel), so forward needs exactly one
+all_reduce. A case's n is the model width d (hidden 4d, d a multiple of 3 so that 2, 3 and 4
+ranks divide it). The output is compared on every rank with the single-device MLP computed in
+float64 from the same weights: float32 on CPU (relative tolerance 1e-4), bfloat16 on GPUs
+(2e-2, scaled by the output's RMS).
+
+Performance (GPU, bfloat16): forward time against the same full MLP on one GPU divided by the
+number of ranks (perfect scaling), so the ratio is the scaling efficiency T1 / (N * TN).
+"""
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import mgpu_harness
+
+TOKENS = 16
+PERF_TOKENS = 4096
+
+
+def weights(d, dtype, device, salt):
+    g = torch.Generator().manual_seed(salt)
+    hidden = 4 * d
+    w1 = torch.randn(hidden, d, generator=g) / d**0.5
+    b1 = torch.randn(hidden, generator=g) * 0.1
+    w2 = torch.randn(d, hidden, generator=g) / hidden**0.5
+    b2 = torch.randn(d, generator=g)
+    return [t.to(device=device, dtype=dtype) for t in (w1, b1, w2, b2)]
+
+
+def reference(x, w1, b1, w2, b2):
+    c = [t.to(torch.float64) for t in (x, w1, b1, w2, b2)]
+    return F.gelu(c[0] @ c[1].T + c[2]) @ c[3].T + c[4]
+
+
+def held_values(module):
+    """Values kept alive by the module: every tensor among its submodules' parameters, buffers
+    and attributes (also inside lists, tuples and dicts), counted by whole storage, so a view
+    of the full weight counts as the full weight."""
+    storages = {}
+
+    def visit(v):
+        if isinstance(v, torch.Tensor):
+            st = v.untyped_storage()
+            storages[st.data_ptr()] = st.nbytes() // v.element_size()
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x)
+
+    for m in module.modules():
+        for v in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False)):
+            visit(v)
+        for k, v in vars(m).items():
+            if not k.startswith("_"):
+                visit(v)
+    return sum(storages.values())
+
+
+h = mgpu_harness.init(default_cases={"small": 48, "wide": 96})
+learner = h.import_learner("tp_mlp")
+h.init_process_group()
+dtype = torch.bfloat16 if h.on_gpu else torch.float32
+rtol = 2e-2 if h.on_gpu else 1e-4
+seed = h.seed % 2**31
+
+for name, d in h.cases.items():
+    w1, b1, w2, b2 = weights(d, dtype, h.device, seed + d)
+    problems = []
+    with h.forbid():
+        mlp = learner.ParallelMLP(w1, b1, w2, b2)
+    kept = held_values(mlp)
+    most_units = -(-w1.shape[0] // h.world)  # hidden units of the largest shard
+    allowed = most_units * (2 * d + 1) + d
+    if kept > allowed:
+        problems.append(f"this rank keeps {kept} numbers in its tensors; its shard "
+                        f"is {allowed} (w1 rows, b1, w2 columns for 1/{h.world} of the hidden "
+                        "units, plus b2): keep only your shard")
+    result = None
+    for it in range(2):
+        g = torch.Generator().manual_seed(seed * 7 + it)
+        x = torch.randn(TOKENS, d, generator=g).to(device=h.device, dtype=dtype)
+        with h.count_calls(["ProcessGroup.allreduce"]) as calls, h.forbid():
+            with torch.no_grad():
+                y = mlp(x)
+        want = reference(x, w1, b1, w2, b2)
+        scale = want.pow(2).mean().sqrt().item()
+        r = h.compare(y.to(torch.float64), want, tol=rtol * scale, rtol=rtol)
+        if result is None or result.ok():
+            result = r
+        if problems:
+            continue  # report the first iteration's problems; keep calling forward
+        if len(calls) != 1:
+            problems.append(f"forward made {len(calls)} all_reduce calls; column-parallel then "
+                            "row-parallel needs exactly one, on the second layer's output")
+        if not r.ok():
+            diff = y.to(torch.float64) - want
+            extra = b2.to(torch.float64) * (h.world - 1)
+            if h.world > 1 and torch.allclose(diff, extra.expand_as(diff),
+                                              rtol=rtol, atol=rtol * scale):
+                problems.append(f"the output is off by {h.world - 1} x b2: b2 was added on every "
+                                "rank before the all-reduce; add it once, after")
+            else:
+                problems.append(f"iteration {it}: the output differs from the single-device MLP")
+    if problems:
+        result.bad = max(result.bad, 1)
+        result.msg_parts += problems
+    h.record(name, result)
+
+if h.timing:
+    for name, d in h.perf_cases.items():
+        w1, b1, w2, b2 = weights(d, dtype, h.device, seed + d)
+        with h.forbid():
+            mlp = learner.ParallelMLP(w1, b1, w2, b2)
+        x = torch.randn(PERF_TOKENS, d, device=h.device, dtype=dtype)
+
+        def yours(i):
+            with torch.no_grad():
+                mlp(x)
+
+        def single(i):
+            with torch.no_grad():
+                F.gelu(x @ w1.T + b1) @ w2.T + b2
+
+        # bytes: what the all-reduce carries (the metric is time; shown for reference).
+        r = h.time_pair(name, bytes=PERF_TOKENS * d * x.element_size(), factor=1,
+                        metric="time", yours=yours, baseline=single,
+                        scale_baseline=1.0 / h.world)
+        if r:
+            ys, bs = h.max_over_ranks(r[0]), h.max_over_ranks(r[1])
+            eff = statistics.median(b / y for y, b in zip(ys, bs))
+            if h.rank == 0:
+                h.value(f"{name}: scaling efficiency T1/(N*TN) on {h.world} ranks", eff, "")
+else:
+    h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
+
+sys.exit(h.finish())
