@@ -181,8 +181,6 @@ func (k *check) inconclusive(stage, headline, message string) {
 	k.rep.Stage = stage
 }
 
-func (k *check) failed() bool { return k.rep.Verdict != Passed }
-
 func (k *check) finish() *Report {
 	k.rep.Duration = Seconds(time.Since(k.rep.Started))
 	if k.rep.Verdict == Passed && k.rep.Headline == "" {

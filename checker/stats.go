@@ -144,14 +144,3 @@ func pairedRatios(yours, baseline []float64, higherBetter bool) []float64 {
 	}
 	return out
 }
-
-// finite keeps the finite values of xs.
-func finite(xs []float64) []float64 {
-	out := make([]float64, 0, len(xs))
-	for _, x := range xs {
-		if !math.IsNaN(x) && !math.IsInf(x, 0) {
-			out = append(out, x)
-		}
-	}
-	return out
-}

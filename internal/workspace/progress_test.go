@@ -57,7 +57,7 @@ func TestProgressRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, warnings, err := w.LoadProgress()
+	_, warnings, err := w.LoadProgress()
 	if err != nil || len(warnings) != 0 {
 		t.Fatal(warnings, err)
 	}
@@ -72,7 +72,7 @@ func TestProgressRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, _ = w.LoadProgress()
+	p, _, _ := w.LoadProgress()
 	if other := p.Exercises["module0/other"]; len(other.Attempts) != MaxAttempts || other.Attempts[0].DurationMS != 5 {
 		t.Errorf("saved %d attempts, first %d", len(other.Attempts), other.Attempts[0].DurationMS)
 	}
