@@ -254,7 +254,7 @@ func (t *textWriter) cases(r *Report) {
 			}
 			shown[cr.Case] = true
 			g := groups[cr.Case]
-			rows = append(rows, []cell{plain(cr.Case), plain(fmt.Sprint(cr.N)), plain(rankRange(g.ranks)), {"ok", ansiGreen}, plain("0"), plain("0"), plain("0"), plain(fmtFloat(g.abs)), plain(fmtFloat(g.rel))})
+			rows = append(rows, []cell{plain(cr.Case), plain(fmt.Sprint(cr.N)), plain(RankRange(g.ranks)), {"ok", ansiGreen}, plain("0"), plain("0"), plain("0"), plain(fmtFloat(g.abs)), plain(fmtFloat(g.rel))})
 			continue
 		}
 		result, color := "ok", ansiGreen
@@ -270,7 +270,8 @@ func (t *textWriter) cases(r *Report) {
 	t.table(rows)
 }
 
-func rankRange(rs []int) string {
+// RankRange prints ranks as "0-3" when they are contiguous, else "0,2,3".
+func RankRange(rs []int) string {
 	if len(rs) == 1 {
 		return fmt.Sprint(rs[0])
 	}

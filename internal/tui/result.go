@@ -257,7 +257,7 @@ func (v *resultView) casesTable(w int) []string {
 	}
 	for _, name := range order {
 		g := groups[name]
-		rows = append(rows, []string{name, fmt.Sprint(g.n), rankSpan(g.ranks), "ok", "0", "0", "0", fmtNum(g.abs)})
+		rows = append(rows, []string{name, fmt.Sprint(g.n), checker.RankRange(g.ranks), "ok", "0", "0", "0", fmtNum(g.abs)})
 	}
 	lines := table(rows, head, func(row, col int, cell string) string {
 		if col == 3 {
@@ -385,27 +385,6 @@ func faultLine(r *checker.Report) string {
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
-}
-
-// rankSpan prints ranks as "0-3" when contiguous, else "0,2".
-func rankSpan(rs []int) string {
-	if len(rs) == 1 {
-		return fmt.Sprint(rs[0])
-	}
-	contiguous := true
-	for i := 1; i < len(rs); i++ {
-		if rs[i] != rs[i-1]+1 {
-			contiguous = false
-		}
-	}
-	if contiguous {
-		return fmt.Sprintf("%d-%d", rs[0], rs[len(rs)-1])
-	}
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = fmt.Sprint(r)
-	}
-	return strings.Join(parts, ",")
 }
 
 // table lays out plain-text cells in columns two spaces apart, indented; style, when set, is
