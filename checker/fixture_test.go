@@ -47,7 +47,7 @@ var fixture struct {
 	err     error
 }
 
-func fixtureChecker(t *testing.T) (*course.Course, *Checker) {
+func fixtureChecker(t testing.TB) (*course.Course, *Checker) {
 	t.Helper()
 	fixture.once.Do(func() {
 		cc, err := exec.LookPath("cc")
