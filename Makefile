@@ -37,7 +37,7 @@ course-checks: build
 tui-smoke: build
 	scripts/tui-smoke.sh
 
-test: deps lint unit course-checks tui-smoke
+test: deps lint unit tui-smoke course-checks
 
 gpu-test:
 	scripts/gpu-acceptance.sh

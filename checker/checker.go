@@ -275,7 +275,11 @@ func (k *check) environment(buildOnly bool) bool {
 	if buildOnly {
 		unmet = k.c.Env.Unmet(buildRequirements(e), course.Launch{})
 	} else {
-		unmet = k.c.Env.Unmet(e.Requires, e.Launch)
+		// What running needs, plus what building needs: a cuda exercise without nvcc is
+		// refused here, with the reason, rather than failing at the build stage.
+		req := e.Requires
+		req.Libs = dedupe(append(append([]string(nil), req.Libs...), buildRequirements(e).Libs...))
+		unmet = k.c.Env.Unmet(req, e.Launch)
 	}
 	if e.Kind == "python" && k.c.Env.Python() == "" {
 		unmet = append(unmet, "a Python interpreter")

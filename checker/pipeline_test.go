@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -60,9 +61,13 @@ func loadFake(t *testing.T, manifest string) *course.Exercise {
 type fakeEnv struct {
 	unmet []string
 	gpus  int
+	asked course.Requirements // what the last Unmet call asked for
 }
 
-func (f *fakeEnv) Unmet(course.Requirements, course.Launch) []string { return f.unmet }
+func (f *fakeEnv) Unmet(req course.Requirements, _ course.Launch) []string {
+	f.asked = req
+	return f.unmet
+}
 func (f *fakeEnv) Toolchain(bool) *build.Toolchain                   { return &build.Toolchain{CC: "cc"} }
 func (f *fakeEnv) GPUCount() int                                     { return f.gpus }
 func (f *fakeEnv) Python() string                                    { return "" }
@@ -679,4 +684,22 @@ func TestPipelineDistrustsCaseRecords(t *testing.T) {
 		})
 		expect(t, st.check(t), Failed, StageRun, FaultYou, "rank 1 did not arrive", "never came")
 	})
+}
+
+// The environment stage asks for what building needs too, so a machine without the compiler
+// refuses the check with the reason instead of failing at the build stage.
+func TestEnvironmentAsksForTheCompiler(t *testing.T) {
+	m := strings.Replace(baseManifest, "  libs: [cc]\n", "", 1)
+	st := newSetup(t, m, func(t *testing.T, run int, s launch.Spec) *launch.Result { return nil })
+	st.env.unmet = []string{"needs cc"}
+	r := st.check(t)
+	if !slices.Contains(st.env.asked.Libs, "cc") {
+		t.Errorf("Unmet was asked for %v, want cc among them", st.env.asked.Libs)
+	}
+	if r.Verdict != Refused || r.ExitCode() != 3 {
+		t.Errorf("verdict %s (exit %d), want refused (3)", r.Verdict, r.ExitCode())
+	}
+	if st.b.calls != 0 {
+		t.Errorf("the builder ran %d times for a refused check", st.b.calls)
+	}
 }

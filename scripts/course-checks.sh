@@ -41,5 +41,5 @@ if [ -n "${MGPU_LEARN_PYTHON:-}" ]; then
   step "module1 on CPU, 2 ranks" "$bin" course verify module1 --ranks 2
   step "module1 on CPU, 4 ranks" "$bin" course verify module1 --ranks 4
 fi
-echo "course checks: $pass passed, $fail failed"
+echo "course-checks: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -253,8 +253,18 @@ func cacheDir() (string, error) {
 type machine struct{ facts *probe.Facts }
 
 func (m machine) Unmet(req course.Requirements, l course.Launch) []string {
+	return reasons(doctor.Unmet(m.facts, req, l))
+}
+
+// unmetExercise is doctor's full list for an exercise: its requirements plus what its kind
+// and build need (nvcc, cc, Python, the libraries it links).
+func (m machine) unmetExercise(e *course.Exercise) []string {
+	return reasons(doctor.UnmetExercise(m.facts, &e.Manifest))
+}
+
+func reasons(rs []doctor.Reason) []string {
 	var out []string
-	for _, r := range doctor.Unmet(m.facts, req, l) {
+	for _, r := range rs {
 		s := r.What
 		if r.Fix != "" {
 			s += " — " + r.Fix

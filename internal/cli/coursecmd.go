@@ -174,7 +174,7 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 	gpus := len(facts.GPUs) > 0
 
 	for _, e := range exs {
-		if why := (machine{facts: facts}).Unmet(e.Requires, e.Launch); len(why) > 0 {
+		if why := (machine{facts: facts}).unmetExercise(e); len(why) > 0 {
 			rep.Skipped = append(rep.Skipped, verifySkip{Exercise: e.ID, Why: why})
 			fmt.Fprintf(a.Err, "skip  %s: %s\n", e.ID, strings.Join(why, "; "))
 			continue

@@ -26,7 +26,7 @@ func (a *App) runTUI(ctx context.Context, c *course.Course, ws *workspace.Worksp
 		Course:    c,
 		Workspace: ws,
 		Unmet: func(e *course.Exercise) []string {
-			return machine{facts: probed()}.Unmet(e.Requires, e.Launch)
+			return machine{facts: probed()}.unmetExercise(e)
 		},
 		NewChecker: func(ctx context.Context) (*checker.Checker, error) {
 			probed()
