@@ -68,10 +68,10 @@ func (f *fakeEnv) Unmet(req course.Requirements, _ course.Launch) []string {
 	f.asked = req
 	return f.unmet
 }
-func (f *fakeEnv) Toolchain(bool) *build.Toolchain                   { return &build.Toolchain{CC: "cc"} }
-func (f *fakeEnv) GPUCount() int                                     { return f.gpus }
-func (f *fakeEnv) Python() string                                    { return "" }
-func (f *fakeEnv) MPI(bool) *launch.MPI                              { return nil }
+func (f *fakeEnv) Toolchain(bool) *build.Toolchain { return &build.Toolchain{CC: "cc"} }
+func (f *fakeEnv) GPUCount() int                   { return f.gpus }
+func (f *fakeEnv) Python() string                  { return "" }
+func (f *fakeEnv) MPI(bool) *launch.MPI            { return nil }
 
 type fakeBuilder struct {
 	calls int
