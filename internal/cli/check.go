@@ -116,7 +116,6 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 	}
 
 	var reports []*checker.Report
-	var codes []int
 	for _, e := range exs {
 		t, err := a.target(e, ws, o, ck.WorkDir)
 		if err != nil {
@@ -136,7 +135,6 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 			}
 		}
 		reports = append(reports, r)
-		codes = append(codes, r.ExitCode())
 		if !o.JSON {
 			checker.WriteText(a.Out, []*checker.Report{r}, checker.TextOptions{Color: !a.plain(), Verbose: o.Verbose})
 		}
@@ -169,7 +167,7 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 		fmt.Fprintln(a.Err, "Interrupted: every rank was stopped.")
 		return silentExit(ExitRunner)
 	}
-	return silentExit(worstCode(codes...))
+	return silentExit(checker.ExitCode(reports))
 }
 
 // target says which files a check uses: the learner's (workspace), the solution or a variant.
@@ -196,11 +194,10 @@ func (a *App) target(e *course.Exercise, ws *workspace.Workspace, o checkOptions
 		return t, nil
 	}
 	files := ws.Files(e)
-	for name, p := range files {
+	for _, p := range files {
 		if _, err := os.Stat(p); err != nil {
 			return checker.Target{}, usageErrorf("%s: your file %s is missing (restore the starter with 'mgpu-learn reset %s', or run 'mgpu-learn init' again)", e.ID, p, e.ID)
 		}
-		_ = name
 	}
 	return checker.Target{Exercise: e, Files: files, Label: "yours"}, nil
 }
@@ -327,7 +324,7 @@ func summarize(a *App, reports []*checker.Report) {
 	for _, r := range reports {
 		counts[r.Verdict]++
 	}
-	fmt.Fprintf(a.Out, "\n%d passed, %d failed", counts["passed"], counts["failed"]+counts["error"])
+	fmt.Fprintf(a.Out, "\n%d passed, %d failed", counts["passed"], counts["failed"])
 	for _, k := range []string{"refused", "inconclusive", "error"} {
 		if counts[k] > 0 {
 			fmt.Fprintf(a.Out, ", %d %s", counts[k], k)

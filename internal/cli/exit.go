@@ -64,16 +64,3 @@ func exitCode(err error) int {
 	}
 	return ExitRunner
 }
-
-// worstCode combines the exit codes of several checks: a runner failure outranks a failed
-// check, which outranks an inconclusive one, which outranks a refusal.
-func worstCode(codes ...int) int {
-	rank := map[int]int{ExitPassed: 0, ExitUnsupported: 1, ExitInconclusive: 2, ExitFailed: 3, ExitRunner: 4, ExitUsage: 5}
-	best := ExitPassed
-	for _, c := range codes {
-		if rank[c] > rank[best] {
-			best = c
-		}
-	}
-	return best
-}

@@ -320,11 +320,7 @@ func newHintCmd(app *App) *cobra.Command {
 		Example: "  mgpu-learn hint module0/peer-copy",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := app.Course()
-			if err != nil {
-				return err
-			}
-			e, err := oneExercise(c, args[0])
+			e, err := app.exercise(args[0])
 			if err != nil {
 				return err
 			}
@@ -369,11 +365,7 @@ func newSolutionCmd(app *App) *cobra.Command {
   mgpu-learn solution module0/peer-copy --force   # before passing: spoils the exercise`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := app.Course()
-			if err != nil {
-				return err
-			}
-			e, err := oneExercise(c, args[0])
+			e, err := app.exercise(args[0])
 			if err != nil {
 				return err
 			}
@@ -413,11 +405,7 @@ func newResetCmd(app *App) *cobra.Command {
 		Example: "  mgpu-learn reset module3/ring-allreduce",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := app.Course()
-			if err != nil {
-				return err
-			}
-			e, err := oneExercise(c, args[0])
+			e, err := app.exercise(args[0])
 			if err != nil {
 				return err
 			}
@@ -554,6 +542,15 @@ func newVersionCmd(app *App) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// exercise loads the course and resolves exactly one exercise id.
+func (a *App) exercise(id string) (*course.Exercise, error) {
+	c, err := a.Course()
+	if err != nil {
+		return nil, err
+	}
+	return oneExercise(c, id)
 }
 
 // oneExercise resolves exactly one exercise id.
