@@ -58,6 +58,9 @@ type Checker struct {
 	MaxPerfRuns int
 	// Ranks overrides the manifest's rank count (0: the manifest's).
 	Ranks int
+	// Torchrun, when set, is the torchrun program that starts the ranks of torchrun-launched
+	// exercises; empty spawns them directly with the same environment (faster, docs/runtime.md).
+	Torchrun string
 	// KeepRuns is how many check directories WorkDir/runs keeps (default 20).
 	KeepRuns int
 	// Events receives progress; may be nil. Calls for one check never overlap.

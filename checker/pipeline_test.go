@@ -703,3 +703,35 @@ func TestEnvironmentAsksForTheCompiler(t *testing.T) {
 		t.Errorf("the builder ran %d times for a refused check", st.b.calls)
 	}
 }
+
+func TestPipelineTorchrunChoice(t *testing.T) {
+	var specs []launch.Spec
+	st := newSetup(t, baseManifest, func(t *testing.T, run int, s launch.Spec) *launch.Result {
+		specs = append(specs, s)
+		goodRun(t, s)
+		return result(launch.RankResult{}, launch.RankResult{})
+	})
+	// The loader only lets Python exercises name torchrun; the launch choice is all that matters here.
+	st.tg.Exercise.Launch.Launcher = launch.Torchrun
+	st.b.res = &build.Result{OK: true, Binary: "/bin/prog", Objects: map[string]string{}}
+	expect(t, st.check(t), Passed, StageCorrectness, "")
+	st.c.Torchrun = "/venv/bin/torchrun"
+	expect(t, st.check(t), Passed, StageCorrectness, "")
+	if len(specs) != 2 || specs[0].UseTorchrun || specs[0].Torchrun != "" {
+		t.Fatalf("default must spawn ranks directly: %+v", specs)
+	}
+	if !specs[1].UseTorchrun || specs[1].Torchrun != "/venv/bin/torchrun" || specs[1].Launcher != launch.Torchrun {
+		t.Fatalf("Checker.Torchrun must reach the launcher: %+v", specs[1])
+	}
+	// Other launchers ignore it.
+	st2 := newSetup(t, baseManifest, func(t *testing.T, run int, s launch.Spec) *launch.Result {
+		if s.UseTorchrun {
+			t.Errorf("local launch asked for torchrun")
+		}
+		goodRun(t, s)
+		return result(launch.RankResult{}, launch.RankResult{})
+	})
+	st2.b.res = st.b.res
+	st2.c.Torchrun = "/venv/bin/torchrun"
+	expect(t, st2.check(t), Passed, StageCorrectness, "")
+}

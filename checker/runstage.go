@@ -189,6 +189,9 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 	if spec.Launcher == "" {
 		spec.Launcher = launch.Local
 	}
+	if spec.Launcher == launch.Torchrun && k.c.Torchrun != "" {
+		spec.UseTorchrun, spec.Torchrun = true, k.c.Torchrun
+	}
 	if spec.Launcher == launch.MPIRun {
 		spec.MPI = k.c.Env.MPI(e.Launch.CudaAwareMPI)
 	}

@@ -31,6 +31,7 @@ type checkOptions struct {
 	NoPerf   bool
 	Ranks    int
 	Verbose  bool
+	Torchrun bool
 }
 
 func newCheckCmd(app *App) *cobra.Command {
@@ -54,6 +55,7 @@ whose fault it is.
 	addCheckFlags(cmd, &o)
 	cmd.Flags().BoolVar(&o.NoPerf, "no-perf", false, "skip the performance stage")
 	cmd.Flags().IntVar(&o.Ranks, "ranks", 0, "run with `N` ranks instead of the exercise's default")
+	cmd.Flags().BoolVar(&o.Torchrun, "torchrun", false, "start Python ranks with the torchrun program instead of spawning them directly (slower; see docs/runtime.md)")
 	return cmd
 }
 
@@ -111,6 +113,11 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 	}
 	ck.Rebuild = o.Rebuild
 	ck.Ranks = o.Ranks
+	if o.Torchrun {
+		if ck.Torchrun, err = a.torchrun(ctx); err != nil {
+			return err
+		}
+	}
 	if !o.JSON && !buildOnly {
 		ck.Events = progressPrinter(a, o.Verbose)
 	}
@@ -200,6 +207,15 @@ func (a *App) target(e *course.Exercise, ws *workspace.Workspace, o checkOptions
 		}
 	}
 	return checker.Target{Exercise: e, Files: files, Label: "yours"}, nil
+}
+
+// torchrun is the path of the torchrun program that doctor found, for --torchrun.
+func (a *App) torchrun(ctx context.Context) (string, error) {
+	facts := a.Facts(ctx, false)
+	if facts.Python == nil || facts.Python.Torchrun == "" {
+		return "", &exitError{code: ExitUnsupported, err: fmt.Errorf("--torchrun: no torchrun program was found next to the Python that has torch (see 'mgpu-learn doctor')")}
+	}
+	return facts.Python.Torchrun, nil
 }
 
 // newChecker wires the checker to this machine's builder, launcher and facts.
