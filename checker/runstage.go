@@ -197,6 +197,9 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 	}
 	if k.c.Events != nil {
 		spec.Output = func(rank int, line string) { k.emit(RankLine{Rank: rank, Line: line}) }
+		spec.OnRankExit = func(rr launch.RankResult) {
+			k.emit(RankState{Rank: rr.Rank, State: rr.State, Exit: rr.ExitCode, Signal: rr.Signal})
+		}
 	}
 	k.emit(RunStarted{Ranks: nranks, Run: n, Dir: dir})
 	res, lerr := k.c.Launcher.Launch(ctx, spec)

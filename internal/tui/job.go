@@ -114,7 +114,12 @@ func (s *runState) apply(ev checker.Event, now time.Time) {
 		}
 	case checker.RankState:
 		if rr := s.rank(ev.Rank); rr != nil {
-			rr.state, rr.exit, rr.signal, rr.ended = ev.State, ev.Exit, ev.Signal, now
+			// A rank's end comes live from the launcher, then again in the run's summary: keep
+			// the time it was first seen to end.
+			if rr.ended.IsZero() {
+				rr.ended = now
+			}
+			rr.state, rr.exit, rr.signal = ev.State, ev.Exit, ev.Signal
 		}
 	}
 }

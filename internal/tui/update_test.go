@@ -279,6 +279,11 @@ func TestRunStateFoldsEvents(t *testing.T) {
 	if st.run != 2 || len(st.ranks) != 3 || st.ranks[2].state != "hung" || st.ranks[1].signal != "SIGSEGV" {
 		t.Fatalf("after events: run %d ranks %+v", st.run, st.ranks)
 	}
+	// The run's summary repeats each rank's end; the row keeps when it was first seen.
+	st.apply(checker.RankState{Rank: 2, State: "hung"}, t0.Add(5*time.Second))
+	if !st.ranks[2].ended.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("rank 2 ended at %v, want the first report's time", st.ranks[2].ended.Sub(t0))
+	}
 	if st.ranks[0].lines != 100 || len(st.ranks[0].tail) > tailKeep {
 		t.Fatalf("rank 0 kept %d lines of tail, counted %d", len(st.ranks[0].tail), st.ranks[0].lines)
 	}

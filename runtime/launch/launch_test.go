@@ -510,3 +510,41 @@ func TestKeepGoingLetsSurvivorsFinish(t *testing.T) {
 		t.Errorf("states %v: with KeepGoing the other ranks must run to their end", got)
 	}
 }
+
+func TestOnRankExitReportsEachRankAsItEnds(t *testing.T) {
+	prog := rankProg(t)
+	tok := token(t)
+	s := spec(t, Local, 3, prog, "0=ok,1=exit:3,*=hang", tok)
+	type seen struct {
+		rank  int
+		state string
+		at    time.Time
+	}
+	var mu sync.Mutex
+	var got []seen
+	s.OnRankExit = func(rr RankResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, seen{rr.Rank, rr.State, time.Now()})
+	}
+	res := launch(t, context.Background(), s)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("OnRankExit calls %+v, want one per rank", got)
+	}
+	want := map[int]string{0: StateDone, 1: StateFailed, 2: StateKilled}
+	for _, g := range got {
+		if want[g.rank] != g.state {
+			t.Errorf("rank %d reported %s, want %s", g.rank, g.state, want[g.rank])
+		}
+		if g.state != res.Ranks[g.rank].State {
+			t.Errorf("rank %d: live %s, result %s", g.rank, g.state, res.Ranks[g.rank].State)
+		}
+	}
+	// The hung rank is torn down only after rank 1 failed, so it is reported last.
+	if got[2].rank != 2 {
+		t.Errorf("order %+v: the torn-down rank must come last", got)
+	}
+	assertClean(t, res, tok)
+}

@@ -41,6 +41,11 @@ type Spec struct {
 	// several goroutines; must not block for long. Lines of the launcher program itself
 	// (mpirun's or torchrun's own messages, untagged lines) come with rank -1.
 	Output func(rank int, line string)
+	// OnRankExit, when set, is called as each rank process the supervisor started itself
+	// exits (not for mpirun or torchrun jobs, whose ranks it does not start), from the
+	// supervising goroutine: it must not block. Its State is provisional for ranks that
+	// exit during a teardown; the Result has the final word.
+	OnRankExit func(RankResult)
 	// TailBytes bounds the output kept per rank (default 64 KiB; the end is kept).
 	TailBytes int
 }

@@ -319,6 +319,9 @@ func (j *job) supervise(ctx context.Context, interval time.Duration) {
 			p := ev.p
 			p.exited, p.ended, p.state = true, ev.at, ev.state
 			j.tr.reaped(p.cmd.Process.Pid)
+			if !j.wrapped && s.OnRankExit != nil {
+				s.OnRankExit(procResult(p))
+			}
 			if !j.wrapped && !tearing && failed(p) {
 				if j.firstFailed < 0 {
 					j.firstFailed = p.rank
