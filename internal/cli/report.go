@@ -62,6 +62,8 @@ func doctorSummary(rep *doctor.Report) []string {
 // progressPrinter shows a check's progress on stderr: stages as they start and end, and, in
 // verbose mode, every line the compiler and the ranks print.
 func progressPrinter(a *App, verbose bool) func(checker.Event) {
+	// A rank's end comes live, then again in the run's summary: say each state once per run.
+	said := map[int]string{}
 	return func(ev checker.Event) {
 		switch e := ev.(type) {
 		case checker.StageStarted:
@@ -69,6 +71,7 @@ func progressPrinter(a *App, verbose bool) func(checker.Event) {
 		case checker.StageDone:
 			fmt.Fprintf(a.Err, "  %-12s %s (%s)\n", e.Stage, e.Status, e.Duration.Round(time.Millisecond))
 		case checker.RunStarted:
+			clear(said)
 			if e.Run > 1 {
 				fmt.Fprintf(a.Err, "  run %d of the program (settling noisy timings), %d ranks\n", e.Run, e.Ranks)
 			}
@@ -85,6 +88,10 @@ func progressPrinter(a *App, verbose bool) func(checker.Event) {
 				fmt.Fprintf(a.Err, "    [%s] %s\n", tag, e.Line)
 			}
 		case checker.RankState:
+			if said[e.Rank] == e.State {
+				break
+			}
+			said[e.Rank] = e.State
 			if verbose || (e.State != "done" && e.State != "killed") {
 				fmt.Fprintf(a.Err, "    rank %d: %s\n", e.Rank, e.State)
 			}
