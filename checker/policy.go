@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
 )
 
 // policy checks the learner's objects for forbidden symbols (c and cuda). Python exercises
@@ -49,15 +52,22 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 			return false
 		}
 		checked++
-		for _, f := range e.Forbid {
-			for _, s := range syms {
-				if symbolMatches(s, f.Symbol) {
-					file := lf.Show
-					if line := findInSource(lf.Path, f.Symbol); line > 0 {
-						file = fmt.Sprintf("%s:%d", lf.Show, line)
+		for _, f := range slices.Concat(e.Forbid, lookupForbid) {
+		search:
+			for _, name := range aliases(f.Symbol) {
+				for _, s := range syms {
+					if symbolMatches(s, name) {
+						file := lf.Show
+						if line := findInSource(lf.Path, name); line > 0 {
+							file = fmt.Sprintf("%s:%d", lf.Show, line)
+						}
+						v := Violation{Symbol: f.Symbol, Found: s, File: file, Why: f.Why}
+						if name != f.Symbol {
+							v.Via = name
+						}
+						violations = append(violations, v)
+						break search
 					}
-					violations = append(violations, Violation{Symbol: f.Symbol, Found: s, File: file, Why: f.Why})
-					break
 				}
 			}
 		}
@@ -67,7 +77,11 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		v := violations[0]
 		var b strings.Builder
 		for _, v := range violations {
-			fmt.Fprintf(&b, "Your code calls %s (in %s), which this exercise forbids", v.Symbol, v.File)
+			if v.Via != "" {
+				fmt.Fprintf(&b, "Your code calls %s through its profiling alias %s (in %s), which this exercise forbids", v.Symbol, v.Via, v.File)
+			} else {
+				fmt.Fprintf(&b, "Your code calls %s (in %s), which this exercise forbids", v.Symbol, v.File)
+			}
 			if v.Why != "" {
 				fmt.Fprintf(&b, ": %s", v.Why)
 			}
@@ -79,6 +93,29 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 	}
 	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)", checked, len(e.Forbid)))
 	return true
+}
+
+// lookupForbid is forbidden wherever an exercise forbids anything: a function looked up at run
+// time by its name does not appear among the object's symbols, so it would slip past the check.
+var lookupForbid = func() []course.Forbidden {
+	const why = "looking functions up by name at run time hides the calls from this check; call what you need directly"
+	var fs []course.Forbidden
+	for _, s := range []string{"dlopen", "dlsym", "dlvsym", "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion", "cuGetProcAddress", "cuGetProcAddress_v2"} {
+		fs = append(fs, course.Forbidden{Symbol: s, Why: why})
+	}
+	return fs
+}()
+
+// aliases are the names under which a library exports the same function: NCCL's profiling
+// interface defines every ncclX as pncclX too, and MPI's every MPI_X as PMPI_X.
+func aliases(sym string) []string {
+	switch {
+	case strings.HasPrefix(sym, "nccl"):
+		return []string{sym, "p" + sym}
+	case strings.HasPrefix(sym, "MPI_"):
+		return []string{sym, "P" + sym}
+	}
+	return []string{sym}
 }
 
 // objectSymbols lists the defined and undefined symbol names of an object file, raw and

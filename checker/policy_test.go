@@ -3,6 +3,7 @@ package checker
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +81,17 @@ func TestFindInSource(t *testing.T) {
 	}
 	if got := findInSource(p, "ncclAllReduce"); got != 0 {
 		t.Fatalf("line %d, want 0", got)
+	}
+}
+
+func TestAliases(t *testing.T) {
+	for sym, want := range map[string]string{
+		"ncclAllReduce": "ncclAllReduce pncclAllReduce",
+		"MPI_Allreduce": "MPI_Allreduce PMPI_Allreduce",
+		"lib_sum":       "lib_sum",
+	} {
+		if got := strings.Join(aliases(sym), " "); got != want {
+			t.Errorf("aliases(%q) = %q, want %q", sym, got, want)
+		}
 	}
 }

@@ -130,9 +130,10 @@ type Diagnostic struct {
 
 // Violation is a forbidden call found in the learner's code.
 type Violation struct {
-	Symbol string `json:"symbol"` // as the manifest forbids it
-	Found  string `json:"found"`  // the symbol as nm or the Python harness saw it
-	File   string `json:"file"`   // the learner's file (with ":line" when known)
+	Symbol string `json:"symbol"`        // as the manifest forbids it
+	Found  string `json:"found"`         // the symbol as nm or the Python harness saw it
+	Via    string `json:"via,omitempty"` // the library's alias of Symbol that was found (pncclAllReduce)
+	File   string `json:"file"`          // the learner's file (with ":line" when known)
 	Why    string `json:"why"`
 }
 
