@@ -8,7 +8,7 @@
  * Two operations of different speeds make a figure that does not come from a measurement fail.
  *
  * Each case runs 3 rounds of (harness measures, learner measures); the medians of the 3 are
- * compared: the learner's must lie within ±10 % of the harness's. A figure above 1.25× the
+ * compared: the learner's must lie within ±5 % of the harness's. A figure above 1.25× the
  * harness's is faster than the copy can run: the learner timed the launch, not the copy.
  */
 #include <math.h>
@@ -112,7 +112,17 @@ static void explain(char *msg, size_t len, double yours, double ref, long long c
              "measures only the launch)%s",
              yours, ref,
              ratio > 800 && ratio < 1250 ? " If not, look for a factor of 1000 in your units." : "");
-  else if (ratio > 1.10)
+  else if (ratio > 0.92 && ratio < 0.945)
+    snprintf(msg, len,
+             "%.4g GB/s is %.3f times the harness's %.4g GB/s, the ratio of a GiB (2^30 bytes) to "
+             "a GB (10^9 bytes): report GB/s, bytes / 1e9 / seconds.",
+             yours, ratio, ref);
+  else if (ratio > 1.06 && ratio < 1.085)
+    snprintf(msg, len,
+             "%.4g GB/s is %.3f times the harness's %.4g GB/s, the ratio of a GiB (2^30 bytes) to "
+             "a GB (10^9 bytes) the other way round: report GB/s, bytes / 1e9 / seconds.",
+             yours, ratio, ref);
+  else if (ratio > 1.05)
     snprintf(msg, len,
              "%.4g GB/s is %.0f%% above the harness's %.4g GB/s: do your events enclose every "
              "copy you count, on `stream`?",
@@ -122,7 +132,7 @@ static void explain(char *msg, size_t len, double yours, double ref, long long c
              "%.4g GB/s is 1000 times lower than the harness's %.4g GB/s: cudaEventElapsedTime "
              "gives milliseconds; convert them to seconds before dividing.",
              yours, ref);
-  else if (ratio < 0.90)
+  else if (ratio < 0.95)
     snprintf(msg, len,
              "%.4g GB/s is %.0f%% below the harness's %.4g GB/s: did you time extra work (the "
              "warm-up, a synchronize, an allocation) or count fewer bytes than were copied? A "
@@ -156,13 +166,15 @@ static void check_case(const mgpu_case *c, void *dst, const void *src, cudaStrea
   mgpu_result r;
   mgpu_result_init(&r, c->n);
   r.checked = 1; /* one figure */
-  int ok = calls > 0 && isfinite(yours_m) && fabs(yours_m / ref_m - 1.0) <= 0.10;
+  /* ±5 %: the reference solution's median stays within 0.2 % of the harness's on an H100
+   * (docs/validation/nvidia-h100-x1-timing.txt), and GiB/s instead of GB/s is 7 % off. */
+  int ok = calls > 0 && isfinite(yours_m) && fabs(yours_m / ref_m - 1.0) <= 0.05;
   if (!ok) {
     r.bad = 1;
     r.nfirst = 1;
     r.first[0].i = 0;
     snprintf(r.first[0].got, sizeof r.first[0].got, "%.4g GB/s", yours_m);
-    snprintf(r.first[0].want, sizeof r.first[0].want, "%.4g GB/s ±10%%", ref_m);
+    snprintf(r.first[0].want, sizeof r.first[0].want, "%.4g GB/s ±5%%", ref_m);
     r.max_abs_err = fabs(yours_m - ref_m);
     r.max_rel_err = fabs(yours_m - ref_m) / ref_m;
     explain(r.msg, sizeof r.msg, yours_m, ref_m, calls);

@@ -195,7 +195,10 @@ static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
   for (l = 0; l < kLayers; l++) MGPU_CUDA(cudaMalloc((void **)&ref[l], n * sizeof(float)));
   reference_weights(ref, n, ctx, kCorrectnessWork, compute);
 
-  train_steps(comm, &b.m, 0, kSteps, compute, comm_stream);
+  /* Two calls, the second starting at step 1, as the timed calls start at step iter: a loop
+   * that counts from 0 instead of first_step shows here, not only as an absurd speed-up. */
+  train_steps(comm, &b.m, 0, 1, compute, comm_stream);
+  train_steps(comm, &b.m, 1, kSteps - 1, compute, comm_stream);
 
   mgpu_result_init(&r, (long long)n * kLayers);
   MGPU_CUDA(cudaMallocHost((void **)&host, n * sizeof(float)));
