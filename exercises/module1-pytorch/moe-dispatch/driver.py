@@ -7,7 +7,11 @@ whatever state combine needs. combine(out, state) sends the processed rows back 
 them in the original order. Ranks hold different numbers of tokens and routing is skewed, so
 the split sizes are uneven and some are zero.
 
-The driver's "expert" on rank e multiplies its rows by e + 2. Rows are integer-valued float32:
+The driver's "expert" on rank e multiplies its rows by a whole number from 2 to 9 drawn from
+the run's seed, e and the iteration (expert_factor), so combine's result can only come from the
+rows sent back, not be recomputed from the inputs. The learner gets copies of the tokens and
+destinations, so changing them in place cannot change what the driver expects. Rows are
+integer-valued float32:
 both checks (what was received; what came back) are exact. A case's n is the number of
 tokens on rank 0 (rank r has n + 37 r, except in "empty-" cases where rank 0 has none);
 rows have D numbers (PERF_D in the timed case).
@@ -23,6 +27,11 @@ import mgpu_harness
 
 D = 24
 PERF_D = 4096
+
+
+def expert_factor(e, it):
+    """What the expert on rank e multiplies its rows by in iteration it: 2 to 9."""
+    return 2 + (h.seed % 1000003 * 31 + e * 7 + it * 13) % 8
 
 
 def tokens_of(r, name, n, it, d):
@@ -47,7 +56,7 @@ for name, n in h.cases.items():
     for it in range(2):
         x, dest = tokens_of(h.rank, name, n, it, D)
         with h.forbid():
-            recv, state = learner.dispatch(x, dest)
+            recv, state = learner.dispatch(x.clone(), dest.clone())
         want_recv = torch.cat([tokens_of(r, name, n, it, D)[0][tokens_of(r, name, n, it, D)[1]
                                                               == h.rank]
                                for r in range(h.world)])
@@ -59,10 +68,12 @@ for name, n in h.cases.items():
                 "in the sender's order")
         # combine runs whatever dispatch returned: every rank must make the same collective
         # calls, whatever its own results.
-        out = recv * (h.rank + 2)  # the expert
+        out = recv * expert_factor(h.rank, it)  # the expert
         with h.forbid():
             back = learner.combine(out, state)
-        want = x * (dest + 2).to(x.dtype).unsqueeze(1)
+        factors = torch.tensor([expert_factor(e, it) for e in range(h.world)],
+                               dtype=x.dtype, device=x.device)
+        want = x * factors[dest].unsqueeze(1)
         rc = h.compare(back, want)
         if not rc.ok() and r.ok():
             msg = f"iteration {it}: combine returned the wrong rows"

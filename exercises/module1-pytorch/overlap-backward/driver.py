@@ -6,13 +6,16 @@ averaged gradients in p.grad. The driver trains a deterministic MLP (a case's n 
 DEPTH layers) with SGD for STEPS steps, each rank on its own slice of a global batch, and
 compares the parameters with single-process training on the full batch (float32, relative
 tolerance 1e-5). It also checks that the all-reduces were launched during backward
-(async_op=True) rather than all at the end.
+(async_op=True) rather than all at the end, that no handle is waited on inside backward, and
+that no all-reduce is much bigger than bucket_bytes. On step LATE_STEP the ranks other than 0
+start backward LATE_S late, so a wait() that does not wait on its handles reads unreduced data.
 
 Performance (GPU): time of one training step (forward, backward, wait, SGD step) against
 torch's DistributedDataParallel on the same model and batch.
 """
 import copy
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -25,6 +28,12 @@ ROWS_PER_RANK = 8
 PERF_DEPTH = 8
 PERF_ROWS_PER_RANK = 256
 PERF_BUCKET = 25 * 2**20
+LATE_STEP = 1    # the step on which ranks other than 0 start backward late
+LATE_S = 0.3
+PUBLIC = "torch.distributed.all_reduce"
+LAUNCH = "ProcessGroup.allreduce"
+WAIT = "torch.distributed.Work.wait"
+COUNTED = [PUBLIC, LAUNCH, WAIT]
 
 
 def make_mlp(width, depth, seed, device):
@@ -46,6 +55,14 @@ def batch(width, rows, seed, step, device):
     return x.to(device), y.to(device)
 
 
+def reduced_bytes(call):
+    """Bytes carried by one ProcessGroup.allreduce call (args: group, tensors, options)."""
+    ts = call.args[1] if len(call.args) > 1 else call.kwargs.get("tensors", [])
+    if isinstance(ts, torch.Tensor):
+        ts = [ts]
+    return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+
+
 h = mgpu_harness.init(default_cases={"small": 32, "odd": 33})
 learner = h.import_learner("overlap")
 h.init_process_group()
@@ -65,37 +82,60 @@ for name, width in h.cases.items():
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     rows = ROWS_PER_RANK * h.world
     problems = []
+    limit = bucket + max(p.numel() * p.element_size() for p in model.parameters())
     for step in range(STEPS):
         x, y = batch(width, rows, seed, step, h.device)
         lo, hi = h.rank * ROWS_PER_RANK, (h.rank + 1) * ROWS_PER_RANK
-        with h.count_calls(["torch.distributed.all_reduce"]) as during, h.forbid():
+        if step == LATE_STEP and h.rank != 0:
+            # The other ranks start backward late, so rank 0's all-reduces cannot finish before
+            # its wait() runs: a wait() that reads the buffers without waiting on the handles
+            # reads unreduced gradients.
+            time.sleep(LATE_S)
+        with h.count_calls(COUNTED) as during, h.forbid():
             loss_fn(model(x[lo:hi]), y[lo:hi]).backward()
-        n_during = len(during)
-        with h.count_calls(["torch.distributed.all_reduce"]) as after, h.forbid():
+        with h.count_calls(COUNTED) as after, h.forbid():
             sync.wait()
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss_fn(ref(x), y).backward()
         ref_opt.step()
         ref_opt.zero_grad(set_to_none=True)
-        total = n_during + len(after)
-        if not problems and total > 1 and n_during < total - 1:
+        # Every dist.all_reduce goes through ProcessGroup.allreduce, whatever name the learner's
+        # code reached it by, so the launches are counted there.
+        launched = [c for c in during if c.name == LAUNCH]
+        n_during = len(launched)
+        total = n_during + sum(1 for c in after if c.name == LAUNCH)
+        big = max((reduced_bytes(c) for c in launched), default=0)
+        blocking = [c for c in during if c.name == PUBLIC and not c.arg(4, "async_op", False)]
+        waited = [c for c in during if c.name == WAIT]
+        if problems:
+            pass
+        elif h.world > 1 and total == 0:
+            problems.append(f"step {step}: the driver saw no all-reduce at all: reduce each "
+                            "bucket with dist.all_reduce(flat, async_op=True)")
+        elif total > 1 and n_during < total - 1:
             problems.append(f"step {step}: only {n_during} of {total} all_reduce calls were "
                             "launched during backward: launch each bucket from the gradient "
                             "hooks as soon as its last gradient is ready")
-        elif not problems and total >= 1 and n_during == 0:
+        elif total >= 1 and n_during == 0:
             problems.append(f"step {step}: no all_reduce was launched during backward")
-        blocking = [c for c in during if not c.arg(4, "async_op", False)]
-        if not problems and blocking:
-            problems.append(f"step {step}: an all_reduce launched during backward without "
-                            "async_op=True makes backward wait for it: nothing overlaps")
+        elif blocking or waited:
+            problems.append(f"step {step}: backward waited for an all-reduce (a dist.all_reduce "
+                            "without async_op=True, or handle.wait() inside a hook): nothing "
+                            "overlaps; keep the handles and wait on them in wait()")
+        elif big > limit:
+            problems.append(f"step {step}: one all-reduce carried {big} bytes, more than "
+                            f"bucket_bytes ({bucket}) plus one parameter: cut the parameters "
+                            "into buckets of about bucket_bytes so that the first buckets "
+                            "start while backward still runs")
     got = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
     result = h.compare(got, want, tol=1e-6, rtol=1e-5)
     if not result.ok():
         result.msg_parts.append(f"after {STEPS} SGD steps the parameters differ from training "
                                 "on the whole batch in one process: are the gradients the "
-                                "mean over ranks, and all of them written back into p.grad?")
+                                "mean over ranks, all of them written back into p.grad, and "
+                                "does wait() wait on every handle before reading its buffer?")
     if problems:
         result.bad = max(result.bad, 1)
         result.msg_parts += problems

@@ -2,10 +2,17 @@
 
 ring_all_reduce(t, group) must leave in t, on every rank of the group, the element-wise sum over
 the group's ranks, using point-to-point messages only (the collectives that would do the work
-are forbidden: MGPU_FORBID). Cases are element counts of float32 tensors; a case whose name
-starts with "sub-" runs on a group of world-1 ranks (3 ranks when the job has 4), so the ring
-is also checked at an odd number of ranks, while the last rank runs it on a group of one. Inputs are integer-valued: sums are exact in any
-order and the comparison uses tolerance 0.
+are forbidden: MGPU_FORBID, and the same methods of the backend object, which the driver adds).
+Cases are element counts of float32 tensors; a case whose name starts with "sub-" runs on the
+group of ranks 1..world-1 (3 ranks when the job has 4), so the ring is also checked at an odd
+number of ranks, and on a group whose ranks are not numbered as in the job (group rank 0 is
+job rank 1): code that mixes the two numberings fails. Rank 0 runs it on a group of one.
+Inputs are integer-valued: sums are exact in any order and the comparison uses tolerance 0.
+
+The bytes each rank sends are counted where every send ends (ProcessGroup.send): a ring sends
+2 (p-1) chunks of at most ceil(n/p) elements; sending whole tensors to every peer is not a ring.
+Fewer than n elements cannot be right either (each rank must send each of its values at least
+once): the sum then came from a collective through a route that is not policed.
 
 Performance (GPU): busbw of ring_all_reduce against dist.all_reduce on the same size, ABAB.
 """
@@ -15,16 +22,27 @@ import torch.distributed as dist
 
 import mgpu_harness
 
-h = mgpu_harness.init(default_cases={"tiny": 5, "odd": 100003, "sub-odd": 100003})
+h = mgpu_harness.init(default_cases={"tiny": 5, "one": 1, "odd": 100003, "sub-odd": 100003})
 learner = h.import_learner("ring")
 h.init_process_group()
 
-# "sub-" cases: ranks 0..world-2 form one group; the last rank forms a group of its own (with
-# 2 ranks, two groups of one), where the sum over the group is the rank's own input.
-sub_ranks = list(range(max(1, h.world - 1)))
+# The backend object under a process group (group._get_backend(device)) has the collective
+# methods too; police them like the public names MGPU_FORBID lists.
+BACKEND_COLLECTIVES = ["allreduce", "allreduce_coalesced", "reduce", "reduce_scatter",
+                       "_reduce_scatter_base", "allgather", "_allgather_base",
+                       "allgather_coalesced", "broadcast", "alltoall", "alltoall_base",
+                       "gather", "scatter"]
+backend_names = [f"torch._C._distributed_c10d.Backend.{m}" for m in BACKEND_COLLECTIVES]
+
+# "sub-" cases: ranks 1..world-1 form one group, so that group rank r is job rank r+1; rank 0
+# forms a group of its own (with 2 ranks, two groups of one), where the sum over the group is
+# the rank's own input.
+send_routes = ["ProcessGroup.send", "torch._C._distributed_c10d.Backend.send"]
+
+sub_ranks = list(range(1, h.world)) if h.world > 1 else [0]
 groups = [(dist.new_group(sub_ranks), sub_ranks)]
 if h.world > 1:
-    groups.append((dist.new_group([h.world - 1]), [h.world - 1]))
+    groups.append((dist.new_group([0]), [0]))
 
 for name, n in h.cases.items():
     if name.startswith("sub-"):
@@ -35,11 +53,35 @@ for name, n in h.cases.items():
     for it in range(2):
         t = h.exact(n, iter=it)
         want = h.exact_sum(n, iter=it, ranks=ranks)
-        with h.forbid():
+        with h.count_calls(send_routes) as sends, h.forbid(backend_names):
             learner.ring_all_reduce(t, group)
         r = h.compare(t, want)
+        p = len(ranks)
+        where = f"{p} ranks, {n} elements, iteration {it}"
+        if group is not None and p > 1:
+            where += (f" (the group of job ranks {ranks[0]}..{ranks[-1]}: inside it they are "
+                      f"numbered 0..{p - 1}, so use dist.get_rank(group) and group_peer=/"
+                      "group_dst=/group_src=, or dist.get_global_rank(group, r) where an API "
+                      "wants a job rank)")
         if not r.ok():
-            r.msg_parts.append(f"{len(ranks)} ranks, {n} elements, iteration {it}")
+            r.msg_parts.append(where)
+        sent = sum(x.numel() * x.element_size() for c in sends for x in c.arg(1, "tensors"))
+        ring = 2 * (p - 1) * -(-n // p) * t.element_size()
+        if sent > ring:
+            r.forced = True  # the values may be right: the case fails on what was sent
+            r.msg_parts.append(
+                f"this rank sent {sent} bytes for a tensor of {n * t.element_size()} bytes on "
+                f"{p} ranks; a ring sends 2(p-1) chunks of at most ceil(n/p) elements, "
+                f"{ring} bytes here: send each neighbour one chunk per step, not whole tensors "
+                f"({where})")
+        elif p > 1 and sent < n * t.element_size():
+            # Every rank must ship each of its n values at least once for the others to sum.
+            r.forced = True
+            r.msg_parts.append(
+                f"this rank sent only {sent} bytes of its {n * t.element_size()}-byte tensor "
+                f"through point-to-point messages, but every rank must send each of its values "
+                f"at least once: was the sum made by a collective through another route? Only "
+                f"isend/irecv (or P2POp with batch_isend_irecv) may move the data ({where})")
         # Keep the first failure; never leave the loop early: every rank must make the same
         # collective calls whatever its own results.
         if result is None or result.ok():

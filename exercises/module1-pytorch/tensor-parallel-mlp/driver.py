@@ -3,16 +3,22 @@
 ParallelMLP(w1, b1, w2, b2) gets the full weights of y = gelu(x @ w1.T + b1) @ w2.T + b2 on
 every rank and must keep only its shard: the first layer split by output features
 (column-parallel), the second by input features (row-parallel), so forward needs exactly one
-all_reduce. A case's n is the model width d (hidden 4d, d a multiple of 3 so that 2, 3 and 4
-ranks divide it). The output is compared on every rank with the single-device MLP computed in
-float64 from the same weights: float32 on CPU (relative tolerance 1e-4), bfloat16 on GPUs
-(2e-2, scaled by the output's RMS).
+all_reduce. A case's n is the model width d; the hidden size is 4d for an even d and 4d + 2
+for an odd d, which 3 and 4 ranks do not divide (case "odd"), so a split that drops the last
+units fails. The weights and the input the learner gets are copies: what the learner's module
+keeps alive after construction (anywhere: parameters, attributes, globals, closures) is found
+by comparing the tensors alive before and after, so a view of the full weights, or a copy
+kept "just in case", counts in full. The output is compared on every rank with the
+single-device MLP computed in float64 from the same weights: float32 on CPU (relative
+tolerance 1e-4), bfloat16 on GPUs (2e-2, scaled by the output's RMS).
 
 Performance (GPU, bfloat16): forward time against the same full MLP on one GPU divided by the
 number of ranks (perfect scaling), so the ratio is the scaling efficiency T1 / (N * TN).
 """
+import gc
 import statistics
 import sys
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -23,9 +29,14 @@ TOKENS = 16
 PERF_TOKENS = 4096
 
 
+def hidden_of(d):
+    """4d, or 4d + 2 for an odd d: 2(2d + 1), which neither 3 nor 4 ranks divide."""
+    return 4 * d + (2 if d % 2 else 0)
+
+
 def weights(d, dtype, device, salt):
     g = torch.Generator().manual_seed(salt)
-    hidden = 4 * d
+    hidden = hidden_of(d)
     w1 = torch.randn(hidden, d, generator=g) / d**0.5
     b1 = torch.randn(hidden, generator=g) * 0.1
     w2 = torch.randn(d, hidden, generator=g) / hidden**0.5
@@ -36,6 +47,23 @@ def weights(d, dtype, device, salt):
 def reference(x, w1, b1, w2, b2):
     c = [t.to(torch.float64) for t in (x, w1, b1, w2, b2)]
     return F.gelu(c[0] @ c[1].T + c[2]) @ c[3].T + c[4]
+
+
+def live_storages():
+    """The storages of every tensor object alive in this process, keyed by address. The
+    storage objects are kept, so no address is reused while the dict lives."""
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for o in gc.get_objects():
+            if isinstance(o, torch.Tensor):
+                try:
+                    st = o.untyped_storage()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                if st.data_ptr():
+                    out[(str(st.device), st.data_ptr())] = st
+    return out
 
 
 def held_values(module):
@@ -58,9 +86,8 @@ def held_values(module):
     for m in module.modules():
         for v in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False)):
             visit(v)
-        for k, v in vars(m).items():
-            if not k.startswith("_"):
-                visit(v)
+        for v in vars(m).values():
+            visit(v)
     return sum(storages.values())
 
 
@@ -74,23 +101,34 @@ seed = h.seed % 2**31
 for name, d in h.cases.items():
     w1, b1, w2, b2 = weights(d, dtype, h.device, seed + d)
     problems = []
+    mlp = y = None
+    gc.collect()
+    before = live_storages()
+    given = [t.clone() for t in (w1, b1, w2, b2)]
     with h.forbid():
-        mlp = learner.ParallelMLP(w1, b1, w2, b2)
-    kept = held_values(mlp)
+        mlp = learner.ParallelMLP(*given)
+    del given
+    gc.collect()
+    # Numbers in storages that appeared while the module was built and are still alive.
+    new = sum(st.nbytes() for k, st in live_storages().items() if k not in before)
+    del before
+    kept = max(held_values(mlp), new // w1.element_size())
     most_units = -(-w1.shape[0] // h.world)  # hidden units of the largest shard
     allowed = most_units * (2 * d + 1) + d
     if kept > allowed:
-        problems.append(f"this rank keeps {kept} numbers in its tensors; its shard "
-                        f"is {allowed} (w1 rows, b1, w2 columns for 1/{h.world} of the hidden "
-                        "units, plus b2): keep only your shard")
+        problems.append(f"this rank keeps {kept} numbers alive after building ParallelMLP; "
+                        f"its shard is {allowed} (w1 rows, b1, w2 columns for 1/{h.world} of "
+                        "the hidden units, plus b2): keep only your shard, as copies (a view "
+                        "such as w1[lo:hi] keeps the whole of w1 alive), and no reference to "
+                        "the full weights anywhere")
     result = None
     for it in range(2):
         g = torch.Generator().manual_seed(seed * 7 + it)
         x = torch.randn(TOKENS, d, generator=g).to(device=h.device, dtype=dtype)
+        want = reference(x, w1, b1, w2, b2)
         with h.count_calls(["ProcessGroup.allreduce"]) as calls, h.forbid():
             with torch.no_grad():
-                y = mlp(x)
-        want = reference(x, w1, b1, w2, b2)
+                y = mlp(x.clone())
         scale = want.pow(2).mean().sqrt().item()
         r = h.compare(y.to(torch.float64), want, tol=rtol * scale, rtol=rtol)
         if result is None or result.ok():
@@ -108,7 +146,10 @@ for name, d in h.cases.items():
                 problems.append(f"the output is off by {h.world - 1} x b2: b2 was added on every "
                                 "rank before the all-reduce; add it once, after")
             else:
-                problems.append(f"iteration {it}: the output differs from the single-device MLP")
+                problems.append(f"iteration {it}: the output differs from the single-device "
+                                f"MLP (hidden size {w1.shape[0]} on {h.world} ranks: do the "
+                                "shards cover every hidden unit when it does not divide "
+                                "evenly?)")
     if problems:
         result.bad = max(result.bad, 1)
         result.msg_parts += problems

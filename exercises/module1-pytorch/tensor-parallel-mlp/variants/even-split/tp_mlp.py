@@ -1,0 +1,27 @@
+"""Variant: hidden // world units per rank, so an uneven split drops the last units."""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ParallelMLP(nn.Module):
+    def __init__(self, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor):
+        super().__init__()
+        world, rank = dist.get_world_size(), dist.get_rank()
+        hidden = w1.shape[0]
+        shard = hidden // world  # the remainder units belong to nobody
+        lo, hi = rank * shard, (rank + 1) * shard
+        # Column-parallel: this rank computes hidden units [lo, hi) in full.
+        self.w1 = nn.Parameter(w1[lo:hi].clone())
+        self.b1 = nn.Parameter(b1[lo:hi].clone())
+        # Row-parallel: the second layer's inputs [lo, hi) are exactly those hidden units, so no
+        # communication is needed between the layers. .contiguous() keeps a compact copy.
+        self.w2 = nn.Parameter(w2[:, lo:hi].contiguous())
+        self.b2 = nn.Parameter(b2.clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(F.linear(x, self.w1, self.b1))
+        y = F.linear(h, self.w2)  # this rank's partial sum over its hidden units
+        dist.all_reduce(y)
+        return y + self.b2  # added once, after the sum
