@@ -151,36 +151,40 @@ def _exact_chunk(start, count, key, device):
 # Call interception (forbidden calls and call counting)
 
 # Extra places that do the same work as a public torch.distributed function: the process
-# group's own methods and the functional-collective ops. A forbidden name forbids these too.
+# group's own methods, the methods of its backend object (pg._get_backend(device), whose
+# ProcessGroupNCCL / ProcessGroupGloo inherit them from Backend) and the functional-collective
+# ops with their overloads. A forbidden name forbids these too.
 _EQUIVALENTS = {
     "torch.distributed.all_reduce": [
         "ProcessGroup.allreduce", "ProcessGroup.allreduce_coalesced",
         "torch.distributed._functional_collectives.all_reduce",
         "torch.distributed._functional_collectives.all_reduce_coalesced",
         "torch.ops._c10d_functional.all_reduce", "torch.ops._c10d_functional.all_reduce_",
-        "torch.ops.c10d.allreduce_"],
-    "torch.distributed.all_reduce_coalesced": ["ProcessGroup.allreduce_coalesced"],
-    "torch.distributed.reduce": ["ProcessGroup.reduce", "torch.ops.c10d.reduce_"],
-    "torch.distributed.broadcast": ["ProcessGroup.broadcast", "torch.ops.c10d.broadcast_"],
+        "torch.ops.c10d.allreduce_", "Backend.allreduce", "Backend.allreduce_coalesced"],
+    "torch.distributed.all_reduce_coalesced": [
+        "ProcessGroup.allreduce_coalesced", "Backend.allreduce_coalesced"],
+    "torch.distributed.reduce": ["ProcessGroup.reduce", "torch.ops.c10d.reduce_", "Backend.reduce"],
+    "torch.distributed.broadcast": [
+        "ProcessGroup.broadcast", "torch.ops.c10d.broadcast_", "Backend.broadcast"],
     "torch.distributed.reduce_scatter": [
-        "ProcessGroup.reduce_scatter", "torch.ops.c10d.reduce_scatter_"],
+        "ProcessGroup.reduce_scatter", "torch.ops.c10d.reduce_scatter_", "Backend.reduce_scatter"],
     "torch.distributed.reduce_scatter_tensor": [
         "ProcessGroup._reduce_scatter_base", "ProcessGroup.reduce_scatter_tensor_coalesced",
         "torch.distributed._functional_collectives.reduce_scatter_tensor",
         "torch.ops._c10d_functional.reduce_scatter_tensor",
-        "torch.ops.c10d._reduce_scatter_base_"],
+        "torch.ops.c10d._reduce_scatter_base_", "Backend._reduce_scatter_base"],
     "torch.distributed.all_gather": [
         "ProcessGroup.allgather", "ProcessGroup.allgather_coalesced",
-        "torch.ops.c10d.allgather_"],
+        "torch.ops.c10d.allgather_", "Backend.allgather", "Backend.allgather_coalesced"],
     "torch.distributed.all_gather_into_tensor": [
         "ProcessGroup._allgather_base", "ProcessGroup.allgather_into_tensor_coalesced",
         "torch.distributed._functional_collectives.all_gather_tensor",
         "torch.ops._c10d_functional.all_gather_into_tensor",
-        "torch.ops.c10d._allgather_base_"],
-    "torch.distributed.all_to_all_single": ["ProcessGroup.alltoall_base"],
-    "torch.distributed.all_to_all": ["ProcessGroup.alltoall"],
-    "torch.distributed.gather": ["ProcessGroup.gather"],
-    "torch.distributed.scatter": ["ProcessGroup.scatter"],
+        "torch.ops.c10d._allgather_base_", "Backend._allgather_base"],
+    "torch.distributed.all_to_all_single": ["ProcessGroup.alltoall_base", "Backend.alltoall_base"],
+    "torch.distributed.all_to_all": ["ProcessGroup.alltoall", "Backend.alltoall"],
+    "torch.distributed.gather": ["ProcessGroup.gather", "Backend.gather"],
+    "torch.distributed.scatter": ["ProcessGroup.scatter", "Backend.scatter"],
     "torch.nn.parallel.DistributedDataParallel": [],
 }
 
@@ -205,6 +209,9 @@ def _resolve(dotted):
     """(owner object, attribute) for a dotted name; None when it does not exist here."""
     if dotted.startswith("ProcessGroup."):
         return torch._C._distributed_c10d.ProcessGroup, dotted.split(".", 1)[1]
+    if dotted.startswith("Backend."):
+        owner, attr = torch._C._distributed_c10d.Backend, dotted.split(".", 1)[1]
+        return (owner, attr) if hasattr(owner, attr) else None
     if dotted.startswith("torch.ops."):
         parts = dotted.split(".")
         try:
@@ -243,7 +250,11 @@ class _Proxy:
         return self._orig(*args, **kwargs)
 
     def __getattr__(self, name):
-        return getattr(self._orig, name)
+        attr = getattr(self._orig, name)
+        # An op packet's overloads (torch.ops.c10d.allreduce_.default) are the same op.
+        if isinstance(attr, torch._ops.OpOverload):
+            return _Proxy(attr, self._before)
+        return attr
 
     def __setattr__(self, name, value):
         if name == "__mgpu_original__":
