@@ -32,12 +32,11 @@ except Exception:
 print(f"{mode} {t1 - t0:.2f} {run:.2f} {v}")
 PY
 }
-shift_args=("$@")
-one direct "${shift_args[@]}" > /dev/null
-one torchrun "${shift_args[@]}" > /dev/null
+one direct "$@" > /dev/null
+one torchrun "$@" > /dev/null
 for i in $(seq 1 "$n"); do
-  one direct "${shift_args[@]}"
-  one torchrun "${shift_args[@]}"
+  one direct "$@"
+  one torchrun "$@"
 done | tee "$tmp/all.txt"
 python3 - "$tmp/all.txt" "$*" <<'PY'
 import statistics, sys
