@@ -20,11 +20,13 @@ import (
 
 // program is what the build stage produced: what to run and what the learner's files became.
 type program struct {
-	srcDir  string
-	argv    []string
-	env     []string
-	learner []learnerFile
-	course  []courseFile
+	// courseObjects are the driver's and harness's objects (c/cuda).
+	courseObjects []string
+	srcDir        string
+	argv          []string
+	env           []string
+	learner       []learnerFile
+	course        []courseFile
 }
 
 type learnerFile struct {
@@ -220,6 +222,7 @@ func (k *check) build(ctx context.Context) *program {
 	}
 	prog.argv = []string{res.Binary}
 	prog.env = res.RuntimeEnv
+	prog.courseObjects = res.CourseObjects
 	detail := fmt.Sprintf("compiled %d of %d source(s) in %s", res.Compiled, len(req.Sources), fmtDuration(res.Duration))
 	if res.Cached {
 		detail = "cached"

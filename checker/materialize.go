@@ -26,7 +26,7 @@ type courseFile struct {
 func harnessSources(e *course.Exercise) []string {
 	switch e.Kind {
 	case "cuda":
-		srcs := []string{"mgpu_core.c", "mgpu_cuda.cu"}
+		srcs := []string{"mgpu_core.c", "mgpu_chan.c", "mgpu_cuda.cu"}
 		if slices.Contains(e.Build.Libs, "nccl") {
 			srcs = append(srcs, "mgpu_nccl.cu")
 		}
@@ -35,7 +35,7 @@ func harnessSources(e *course.Exercise) []string {
 		}
 		return srcs
 	case "c":
-		return []string{"mgpu_core.c"}
+		return []string{"mgpu_core.c", "mgpu_chan.c"}
 	}
 	return nil
 }
@@ -66,11 +66,16 @@ func (k *check) courseFiles() ([]courseFile, error) {
 		}
 	}
 	if e.Kind == "python" {
-		data, err := fs.ReadFile(k.c.Harness, "python/mgpu_harness.py")
-		if err != nil {
-			return nil, fmt.Errorf("harness file csrc/python/mgpu_harness.py: %w", err)
+		for _, n := range []string{"mgpu_harness.py", "mgpu_policy.py"} {
+			data, err := fs.ReadFile(k.c.Harness, "python/"+n)
+			if err != nil {
+				return nil, fmt.Errorf("harness file csrc/python/%s: %w", n, err)
+			}
+			if err := add(courseFile{Name: n, Show: "csrc/python/" + n, Role: "harness", Data: data}); err != nil {
+				return nil, err
+			}
 		}
-		return files, add(courseFile{Name: "mgpu_harness.py", Show: "csrc/python/mgpu_harness.py", Role: "harness", Data: data})
+		return files, nil
 	}
 	// Every header of the harness (sources include each other's headers), then its sources.
 	ents, err := fs.ReadDir(k.c.Harness, ".")

@@ -108,13 +108,14 @@ func (f *fakeLauncher) Launch(_ context.Context, s launch.Spec) (*launch.Result,
 // rankWriter writes rank r's records.
 type rankWriter struct {
 	t    *testing.T
+	spec launch.Spec
 	dir  string
 	rank int
 	b    strings.Builder
 }
 
 func newRank(t *testing.T, s launch.Spec, rank int) *rankWriter {
-	w := &rankWriter{t: t, dir: s.RunDir, rank: rank}
+	w := &rankWriter{t: t, spec: s, dir: s.RunDir, rank: rank}
 	w.rec(`"t":"start","world":%d,"local_rank":%d,"device":-1,"gpu":"","pid":%d,"harness":"c/1"`, s.Ranks, rank, 1000+rank)
 	return w
 }
@@ -130,14 +131,13 @@ func (w *rankWriter) okCase(name string, n int) *rankWriter {
 
 func (w *rankWriter) raw(s string) *rankWriter { w.b.WriteString(s); return w }
 
-func (w *rankWriter) done() *rankWriter { return w.rec(`"t":"done"`) }
-
-func (w *rankWriter) write() {
-	p := filepath.Join(w.dir, fmt.Sprintf("rank-%d.jsonl", w.rank))
-	if err := os.WriteFile(p, []byte(w.b.String()), 0o644); err != nil {
-		w.t.Fatal(err)
-	}
+// done ends the records with the summary a harness computes of what came before.
+func (w *rankWriter) done() *rankWriter {
+	return w.rec(`"t":"done","summary":%s`, summarize(w.t, w.b.String()))
 }
+
+// write sends the records over the run's channel as the harness would.
+func (w *rankWriter) write() { sendRecords(w.t, w.spec, w.rank, w.b.String()) }
 
 func result(ranks ...launch.RankResult) *launch.Result {
 	res := &launch.Result{FirstFailed: -1, Elapsed: 10 * time.Millisecond}
@@ -186,7 +186,7 @@ func newSetup(t *testing.T, manifest string, script func(t *testing.T, run int, 
 		return script(t, run, s), nil
 	}}
 	st.c = &Checker{
-		Harness:  fstest.MapFS{"mgpu.h": {Data: []byte("/* h */")}, "mgpu_core.c": {Data: []byte("/* core */")}},
+		Harness:  fstest.MapFS{"mgpu.h": {Data: []byte("/* h */")}, "mgpu_core.c": {Data: []byte("/* core */")}, "mgpu_chan.c": {Data: []byte("/* chan */")}},
 		Builder:  st.b,
 		Launcher: st.l,
 		Env:      st.env,
@@ -232,10 +232,14 @@ func TestPipelinePassesAndSetsEnvironment(t *testing.T) {
 	}
 	s := st.l.specs[0]
 	env := strings.Join(s.Env, "\n")
-	for _, want := range []string{"FOO=bar", "LD_LIBRARY_PATH=/x", "MGPU_EXERCISE=module0/ex", "MGPU_CASES=small=8;big=64", "MGPU_PERF=0", "MGPU_LEARNER_FILES=a.c", "MGPU_SEED="} {
+	for _, want := range []string{"FOO=bar", "LD_LIBRARY_PATH=/x", "MGPU_EXERCISE=module0/ex", "MGPU_CASES=small=8;big=64", "MGPU_PERF=0", "MGPU_LEARNER_FILES=a.c", "MGPU_RECORDS=unix:"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
+	}
+	// The seed travels on the records channel only, where the learner's code cannot read it.
+	if strings.Contains(env, "MGPU_SEED") {
+		t.Errorf("the seed is in the environment:\n%s", env)
 	}
 	if s.Ranks != 2 || s.Timeout != 5*time.Second || s.Argv[0] != "/bin/prog" || s.Launcher != launch.Local {
 		t.Errorf("spec %+v", s)

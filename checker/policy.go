@@ -15,18 +15,39 @@ import (
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
 )
 
-// policy checks the learner's objects for forbidden symbols (c and cuda). Python exercises
-// are policed while they run: the harness wraps the forbidden calls and reports them as an
-// error record with where "policy".
+// policy checks the learner's code: first the integrity rules every exercise has (integrity.go),
+// then the symbols the manifest forbids in c and cuda objects. Python exercises' forbidden
+// calls are policed while they run: the harness wraps them and reports an error record with
+// where "policy".
 func (k *check) policy(ctx context.Context, prog *program) bool {
 	k.start(StagePolicy)
 	e := k.e
+	var (
+		iv      []Violation
+		checked int
+		err     error
+	)
+	if e.Kind == "python" {
+		iv, checked, err = k.pythonPolicy(ctx, prog)
+	} else {
+		iv, checked, err = k.objectIntegrity(prog)
+	}
+	if err != nil {
+		k.fail(StagePolicy, FaultRunner, "the integrity check could not run", err.Error())
+		return false
+	}
+	if len(iv) > 0 {
+		k.rep.Policy = iv
+		v := iv[0]
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("not allowed: %s in %s", v.Symbol, v.File), integrityMessage(iv))
+		return false
+	}
 	if len(e.Forbid) == 0 {
-		k.done(StagePolicy, StatusOK, "nothing forbidden")
+		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked; nothing forbidden", checked))
 		return true
 	}
 	if e.Kind == "python" {
-		k.done(StagePolicy, StatusOK, "checked while running")
+		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked; forbidden calls checked while running", checked))
 		return true
 	}
 	nm, err := exec.LookPath("nm")
@@ -36,7 +57,7 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		return false
 	}
 	var violations []Violation
-	checked := 0
+	checked = 0
 	for _, lf := range prog.learner {
 		if !isSource(lf.Name) {
 			continue

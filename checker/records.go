@@ -61,6 +61,17 @@ type record struct {
 	File  string `json:"file"`
 	Line  int    `json:"line"`
 	Code  int64  `json:"code"`
+
+	// done
+	Summary *doneSummary `json:"summary"`
+}
+
+// doneSummary is what a harness says it recorded before done (docs/protocol.md §4).
+type doneSummary struct {
+	Records       int64 `json:"records"`
+	Cases         int64 `json:"cases"`
+	Checked       int64 `json:"checked"`
+	TimingSamples int64 `json:"timing_samples"`
 }
 
 // rankRecords is everything one rank wrote.
@@ -79,6 +90,10 @@ type rankRecords struct {
 	// while writing it. It is dropped.
 	Truncated bool
 	Unknown   []string // record types this checker does not know (ignored)
+	// SummaryProblem says how the done record's summary disagrees with the records received
+	// ("" when it agrees): records were lost, added or changed on the way.
+	SummaryProblem string
+	count          int64 // records before done
 }
 
 // recordError is a result file that breaks the protocol; the runner's fault.
@@ -228,8 +243,32 @@ func (rr *rankRecords) add(rec *record) error {
 		rr.Errors = append(rr.Errors, *rec)
 	case "done":
 		rr.Done = true
+		rr.SummaryProblem = rr.checkSummary(rec.Summary)
 	default:
 		rr.Unknown = append(rr.Unknown, rec.T)
 	}
+	if rec.T != "done" {
+		rr.count++
+	}
 	return nil
+}
+
+// checkSummary compares the done record's summary with what came before it.
+func (rr *rankRecords) checkSummary(s *doneSummary) string {
+	if s == nil {
+		return "its done record carries no summary of what the harness recorded"
+	}
+	var checked, samples int64
+	for _, c := range rr.Cases {
+		checked += c.Checked
+	}
+	for _, t := range rr.Timings {
+		samples += int64(len(t.US))
+	}
+	got := doneSummary{Records: rr.count, Cases: int64(len(rr.Cases)), Checked: checked, TimingSamples: samples}
+	if got != *s {
+		return fmt.Sprintf("the harness recorded %d records (%d cases, %d elements checked, %d timing samples) but %d records (%d cases, %d elements checked, %d timing samples) arrived",
+			s.Records, s.Cases, s.Checked, s.TimingSamples, got.Records, got.Cases, got.Checked, got.TimingSamples)
+	}
+	return ""
 }

@@ -135,6 +135,10 @@ type Violation struct {
 	Via    string `json:"via,omitempty"` // the library's alias of Symbol that was found (pncclAllReduce)
 	File   string `json:"file"`          // the learner's file (with ":line" when known)
 	Why    string `json:"why"`
+	// Rule is "" for a call the manifest forbids, else the integrity rule broken: "harness"
+	// (a call of the harness's recording API), "startup" (code before main), "interpose" (a
+	// definition replacing a function the driver or harness uses), "python" (mgpu_policy.py).
+	Rule string `json:"rule,omitempty"`
 }
 
 // RunSummary is what happened to the ranks of the (last) run.

@@ -32,6 +32,10 @@ type runResult struct {
 	seed    uint64
 	res     *launch.Result
 	records []*rankRecords
+	// chans is what each rank's harness sent over the records channel; forgery lists every
+	// sign that something other than the harness reported (docs/protocol.md §4).
+	chans   map[int]*rankChannel
+	forgery []string
 }
 
 // ranks is how many ranks to start.
@@ -172,6 +176,11 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 		return nil
 	}
 	seed := freshSeed()
+	srv, err := newRecordServer(nranks, seed)
+	if err != nil {
+		k.fail(StageRun, FaultRunner, "cannot open the records channel", err.Error())
+		return nil
+	}
 	timeout := e.Timeout.Duration
 	if timeout <= 0 {
 		timeout = course.DefaultTimeout
@@ -181,7 +190,7 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 		Ranks:     nranks,
 		Argv:      prog.argv,
 		Dir:       dir,
-		Env:       k.runEnv(prog, seed),
+		Env:       append(k.runEnv(prog), srv.Env()),
 		RunDir:    dir,
 		Timeout:   timeout,
 		KeepGoing: e.Launch.KeepGoing,
@@ -203,7 +212,8 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 	}
 	k.emit(RunStarted{Ranks: nranks, Run: n, Dir: dir})
 	res, lerr := k.c.Launcher.Launch(ctx, spec)
-	rr := &runResult{n: n, dir: dir, seed: seed, res: res}
+	chans, intrusions := srv.finish(2 * time.Second)
+	rr := &runResult{n: n, dir: dir, seed: seed, res: res, chans: chans, forgery: intrusions}
 	k.summarizeRun(rr, spec, nranks)
 	if lerr != nil || res == nil {
 		if ctx.Err() != nil {
@@ -233,7 +243,8 @@ func freshSeed() uint64 {
 }
 
 // runEnv is every rank's environment (docs/protocol.md §1) beyond what the launcher sets.
-func (k *check) runEnv(prog *program, seed uint64) []string {
+// The seed is not among them: it travels on the records channel only.
+func (k *check) runEnv(prog *program) []string {
 	e := k.e
 	var env []string
 	keys := make([]string, 0, len(e.Launch.Env))
@@ -256,7 +267,6 @@ func (k *check) runEnv(prog *program, seed uint64) []string {
 	env = append(env,
 		"MGPU_EXERCISE="+e.ID,
 		"MGPU_CASES="+casesValue(k.cases()),
-		"MGPU_SEED="+strconv.FormatUint(seed, 10),
 		"MGPU_PERF="+perf,
 		"MGPU_LEARNER_FILES="+strings.Join(names, ","),
 	)
@@ -308,10 +318,7 @@ func (k *check) summarizeRun(rr *runResult, spec launch.Spec, nranks int) {
 	}
 	for r := 0; r < nranks; r++ {
 		p := filepath.Join(rr.dir, fmt.Sprintf("rank-%d.jsonl", r))
-		recs, err := readRankFile(p, r)
-		if recs == nil {
-			recs = &rankRecords{Rank: r, Path: p}
-		}
+		recs, err := k.channelRecords(rr, spec, r, p)
 		rr.records = append(rr.records, recs)
 		run := RankRun{Rank: r, State: launch.StateUnknown, Records: p, Device: -1, Done: recs.Done}
 		if err != nil {
@@ -343,6 +350,9 @@ func (k *check) summarizeRun(rr *runResult, spec launch.Spec, nranks int) {
 func (k *check) checkRun(rr *runResult) bool {
 	sum := k.rep.Run
 	res := rr.res
+	if k.forgeryFailure(rr) {
+		return false
+	}
 	// The result files themselves.
 	for _, rank := range sum.Ranks {
 		for _, p := range rank.Problems {

@@ -43,15 +43,17 @@ func buildCPUDriver(t *testing.T) string {
 		cpuDriver.path = filepath.Join(dir, "cpu_driver")
 		// -Werror on the harness: it must compile cleanly as strict C99 and C11.
 		for _, std := range []string{"-std=c99", "-std=c11"} {
-			cmd := exec.Command(cc, std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-pthread",
-				"-I.", "-c", "mgpu_core.c", "-o", filepath.Join(dir, "core.o"))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				cpuDriver.err = fmt.Errorf("%s: %v\n%s", cmd, err, out)
-				return
+			for _, src := range []string{"mgpu_core.c", "mgpu_chan.c"} {
+				cmd := exec.Command(cc, std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-pthread",
+					"-I.", "-c", src, "-o", filepath.Join(dir, strings.TrimSuffix(src, ".c")+".o"))
+				if out, err := cmd.CombinedOutput(); err != nil {
+					cpuDriver.err = fmt.Errorf("%s: %v\n%s", cmd, err, out)
+					return
+				}
 			}
 		}
 		cmd := exec.Command(cc, "-std=c11", "-Wall", "-O1", "-pthread", "-I.",
-			"testdata/cpu_driver.c", filepath.Join(dir, "core.o"), "-lm", "-o", cpuDriver.path)
+			"testdata/cpu_driver.c", filepath.Join(dir, "mgpu_core.o"), filepath.Join(dir, "mgpu_chan.o"), "-lm", "-o", cpuDriver.path)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			cpuDriver.err = fmt.Errorf("%s: %v\n%s", cmd, err, out)
 		}
@@ -461,7 +463,7 @@ func TestStandaloneWritesToWorkingDirectory(t *testing.T) {
 }
 
 func TestEmbeddedSources(t *testing.T) {
-	for _, name := range []string{"mgpu.h", "mgpu_internal.h", "mgpu_core.c", "mgpu_cuda.cu", "mgpu_nccl.cu", "mgpu_mpi.c"} {
+	for _, name := range []string{"mgpu.h", "mgpu_internal.h", "mgpu_core.c", "mgpu_chan.c", "mgpu_cuda.cu", "mgpu_nccl.cu", "mgpu_mpi.c"} {
 		b, err := fs.ReadFile(FS, name)
 		if err != nil || len(b) == 0 {
 			t.Errorf("%s: %v", name, err)
@@ -506,6 +508,7 @@ func TestCUDABuildLinks(t *testing.T) {
 	}
 	jobs := [][]string{
 		{"-x", "c", "-I.", "-c", "mgpu_core.c", "-o", filepath.Join(out, "core.o")},
+		{"-x", "c", "-I.", "-c", "mgpu_chan.c", "-o", filepath.Join(out, "chan.o")},
 		append(append([]string{}, flags...), "-Xcompiler", "-Wall,-Werror", "-c", "mgpu_cuda.cu", "-o", filepath.Join(out, "cuda.o")),
 		append(append([]string{}, flags...), "-Xcompiler", "-Wall,-Werror", "-c", "mgpu_nccl.cu", "-o", filepath.Join(out, "nccl.o")),
 		append(append([]string{}, flags...), "-c", "testdata/link_driver.cu", "-o", filepath.Join(out, "driver.o")),
@@ -522,7 +525,7 @@ func TestCUDABuildLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := compile("-arch=sm_90", filepath.Join(out, "driver.o"), filepath.Join(out, "core.o"),
+	if err := compile("-arch=sm_90", filepath.Join(out, "driver.o"), filepath.Join(out, "core.o"), filepath.Join(out, "chan.o"),
 		filepath.Join(out, "cuda.o"), filepath.Join(out, "nccl.o"),
 		"-L"+filepath.Join(nv, "cu13", "lib"), "-L"+filepath.Join(nv, "nccl", "lib"), "-lnccl",
 		"-o", filepath.Join(out, "driver")); err != nil {

@@ -55,7 +55,9 @@ static struct {
   unsigned long share_seq;
   unsigned long gather_seq;
   double rdzv_timeout_s;
-} g = {NULL, NULL, -1, 0, 0, 0, "", "", "", 0, 0, 0, 60.0};
+  /* What this rank recorded, for the done record's summary (docs/protocol.md §4). */
+  long long nrecords, ncase_records, checked, timing_samples;
+} g = {NULL, NULL, -1, 0, 0, 0, "", "", "", 0, 0, 0, 60.0, 0, 0, 0, 0};
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -230,15 +232,33 @@ static void rec_begin(jbuf *b, const char *type) {
 
 static void write_start_locked(void);
 
-/* Ends the record, writes it as one line and flushes. */
-static void rec_end(jbuf *b) {
-  jb_raw(b, "}\n");
-  pthread_mutex_lock(&g_lock);
-  if (!g.started && g.out) write_start_locked();
-  if (g.out && !b->oom) {
-    fwrite(b->p, 1, b->n, g.out);
+/* Records go to the checker's channel when there is one, else to the rank's file. */
+static int have_sink(void) { return g.out != NULL || mgpu__chan_active(); }
+
+/* Writes one complete record (json without its newline); g_lock is held. */
+static void emit_locked(const char *json, size_t n) {
+  g.nrecords++;
+  if (mgpu__chan_active()) {
+    if (mgpu__chan_send(json, n) != 0) {
+      /* The checker is gone (it tore the job down): nobody reads what follows. */
+      fprintf(stderr, "[rank %d] mgpu harness: the records channel closed\n", g.rank);
+      _exit(1);
+    }
+    return;
+  }
+  if (g.out) {
+    fwrite(json, 1, n, g.out);
+    fputc('\n', g.out);
     fflush(g.out);
   }
+}
+
+/* Ends the record and writes it as one line. */
+static void rec_end(jbuf *b) {
+  jb_raw(b, "}");
+  pthread_mutex_lock(&g_lock);
+  if (!g.started && have_sink()) write_start_locked();
+  if (have_sink() && !b->oom) emit_locked(b->p, b->n);
   pthread_mutex_unlock(&g_lock);
   free(b->p);
   b->p = NULL;
@@ -262,7 +282,7 @@ void mgpu_fail(const char *where, const char *call, const char *file, int line, 
   if (!call) call = "";
   if (!file) file = "";
   if (!msg) msg = "";
-  if (g.out) {
+  if (have_sink()) {
     rec_begin(&b, "error");
     jb_kstr(&b, "where", where);
     jb_kstr(&b, "call", call);
@@ -451,12 +471,10 @@ static void write_start_locked(void) {
   jb_kstr(&b, "harness", MGPU_HARNESS_ID);
   jb_kstr(&b, "exercise", c && c->exercise ? c->exercise : "");
   jb_kint(&b, "num_devices", c ? c->num_devices : 0);
-  jb_raw(&b, "}\n");
+  jb_kint(&b, "channel", mgpu__chan_active());
+  jb_raw(&b, "}");
   g.started = 1;
-  if (!b.oom) {
-    fwrite(b.p, 1, b.n, g.out);
-    fflush(g.out);
-  }
+  if (!b.oom) emit_locked(b.p, b.n);
   free(b.p);
 }
 
@@ -498,15 +516,17 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
   }
   mkdir_p(g.run_dir);
   snprintf(path, sizeof path, "%s/rank-%d.jsonl", g.run_dir, ctx->rank);
-  g.out = fopen(path, "w");
-  if (!g.out) {
-    fprintf(stderr, "[rank %d] mgpu_init failed: cannot create %s: %s\n", ctx->rank, path,
-            strerror(errno));
-    _exit(1);
+  if (!mgpu__chan_active()) {
+    g.out = fopen(path, "w");
+    if (!g.out) {
+      fprintf(stderr, "[rank %d] mgpu_init failed: cannot create %s: %s\n", ctx->rank, path,
+              strerror(errno));
+      _exit(1);
+    }
   }
   g.ctx = ctx; /* from here on, failures write records (a start record first) */
   ctx->run_dir = g.run_dir;
-  if (standalone)
+  if (standalone && !mgpu__chan_active())
     fprintf(stderr,
             "[rank %d] MGPU_RUN_DIR is not set: running standalone, records go to %s\n",
             ctx->rank, path);
@@ -553,7 +573,9 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
   }
 
   v = getenv("MGPU_SEED");
-  if (v && *v) {
+  if (mgpu__chan_active()) {
+    ctx->seed = mgpu__chan_seed(); /* only the channel carries it: not in the environment */
+  } else if (v && *v) {
     if (!parse_u64(v, &ctx->seed))
       HFAIL("mgpu_init", "MGPU_SEED=\"%s\" is not an unsigned 64-bit integer", v);
   } else {
@@ -599,19 +621,33 @@ void mgpu_init_nodevice(mgpu_ctx *ctx, int argc, char **argv) {
 int mgpu_finish(mgpu_ctx *ctx) {
   jbuf b;
   (void)ctx;
-  if (!g.out) {
+  if (!have_sink() || !g.ctx) {
     fprintf(stderr, "mgpu_finish: mgpu_init was not called\n");
     return 1;
   }
   if (g.finished) return 0;
+  if (mgpu__code_changed())
+    mgpu_fail("policy", "code integrity", __FILE__, __LINE__, 0,
+              "the program's machine code changed while it ran (something rewrote code in "
+              "memory, the harness's or the driver's included); results of such a run are not "
+              "trusted");
   rec_begin(&b, "done");
+  /* What this rank recorded before done: the checker compares it with what it received. */
+  jb_key(&b, "summary");
+  pthread_mutex_lock(&g_lock);
+  jb_fmt(&b, "{\"records\":%lld,\"cases\":%lld,\"checked\":%lld,\"timing_samples\":%lld}",
+         g.nrecords, g.ncase_records, g.checked, g.timing_samples);
+  pthread_mutex_unlock(&g_lock);
   rec_end(&b);
   pthread_mutex_lock(&g_lock);
   g.finished = 1;
-  fflush(g.out);
-  fsync(fileno(g.out));
-  fclose(g.out);
-  g.out = NULL;
+  if (g.out) {
+    fflush(g.out);
+    fsync(fileno(g.out));
+    fclose(g.out);
+    g.out = NULL;
+  }
+  mgpu__chan_close();
   pthread_mutex_unlock(&g_lock);
   return 0;
 }
@@ -756,6 +792,10 @@ int mgpu_record_case(const char *case_name, const mgpu_result *r, int force_fail
   jbuf b;
   int k;
   int ok = r->bad == 0 && r->unwritten == 0 && r->guard_hits == 0 && !force_fail;
+  pthread_mutex_lock(&g_lock);
+  g.ncase_records++;
+  g.checked += r->checked;
+  pthread_mutex_unlock(&g_lock);
   rec_begin(&b, "case");
   jb_kstr(&b, "case", case_name ? case_name : "");
   jb_kint(&b, "n", r->n);
@@ -797,6 +837,9 @@ void mgpu_record_timing(const char *case_name, const char *who, double bytes, do
                         const char *metric, const double *us, const double *wall_us, int n) {
   jbuf b;
   int k;
+  pthread_mutex_lock(&g_lock);
+  g.timing_samples += n;
+  pthread_mutex_unlock(&g_lock);
   rec_begin(&b, "timing");
   jb_kstr(&b, "case", case_name ? case_name : "");
   jb_kstr(&b, "who", who ? who : "");

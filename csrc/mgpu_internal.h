@@ -28,6 +28,16 @@ void mgpu__gather(mgpu_ctx *ctx, const char *tag, const void *mine, size_t len, 
 /* Environment flag: 1 when the variable is set to something other than "", "0". */
 int mgpu__env_flag(const char *name);
 
+/* The records channel (mgpu_chan.c, docs/protocol.md §4). active: connected to the checker;
+ * seed: the run's seed the checker sent; send: one authenticated record (json without its
+ * newline), -1 when the channel is gone; close: end of records; code_changed: the program's
+ * code differs from what it was before main. */
+int mgpu__chan_active(void);
+uint64_t mgpu__chan_seed(void);
+int mgpu__chan_send(const char *json, size_t n);
+void mgpu__chan_close(void);
+int mgpu__code_changed(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,12 +20,16 @@ author's guide.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
+import hashlib
+import hmac
 import importlib
 import json
 import math
 import os
+import socket
 import statistics
 import sys
 import threading
@@ -52,6 +56,95 @@ class PolicyViolation(BaseException):
     """Raised when the learner's code calls a forbidden function.
 
     A BaseException, so that a learner's `except Exception:` cannot swallow it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The records channel (docs/protocol.md §4)
+
+
+class _Channel:
+    """This rank's end of the checker's records channel: the handshake gives a per-run key and
+    the seed (neither is in the environment); every record goes out signed with
+    HMAC-SHA256(key, "<seq> <json>")."""
+
+    def __init__(self, addr, rank):
+        if not addr.startswith("unix:"):
+            raise ValueError(f"MGPU_RECORDS={addr!r} is not unix:<socket path>")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(addr[len("unix:"):])
+        sock.sendall(f"hello {rank} {os.getpid()} py/1\n".encode())
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = sock.recv(256)
+            if not chunk:
+                raise ConnectionError("the checker closed the records channel during the handshake")
+            reply += chunk
+        parts = reply.decode().split()
+        if len(parts) != 3 or parts[0] != "ok":
+            raise ConnectionError("the checker refused this process: " + reply.decode().strip())
+        self._key = bytes.fromhex(parts[1])
+        self.seed = int(parts[2]) & _MASK64
+        self._sock = sock
+        self._seq = 0
+
+    def send(self, line):
+        self._seq += 1
+        body = line.encode()
+        mac = hmac.new(self._key, f"{self._seq} ".encode() + body, hashlib.sha256).hexdigest()
+        self._sock.sendall(mac.encode() + b" " + body + b"\n")
+
+
+class _Guard:
+    """Best-effort tamper detection: who the harness's own functions, the torch functions its
+    comparisons use, and the builtins are at init, checked again before every record. Code in
+    the same process can defeat it (docs/protocol.md §4 says what is not defended); it is there
+    to catch the straightforward rebinding of a function the verdict depends on."""
+
+    def __init__(self, harness):
+        self._h = harness
+        self._snap = []
+        mod = sys.modules[__name__]
+        spaces = [("mgpu_harness", vars(mod)), ("builtins", vars(builtins)),
+                  ("torch", vars(torch)), ("torch.Tensor", vars(torch.Tensor)),
+                  ("json", vars(json)), ("hmac", vars(hmac)),
+                  ("hashlib", vars(hashlib)), ("socket.socket", vars(socket.socket)),
+                  ("os", vars(os)), ("time", vars(time)), ("math", vars(math))]
+        base = getattr(torch._C, "TensorBase", None)
+        if base is not None:
+            spaces.append(("torch.Tensor", vars(base)))
+        for cls in (Harness, Result, _Channel, _Guard):
+            spaces.append((f"mgpu_harness.{cls.__name__}", vars(cls)))
+        for owner, ns in spaces:
+            for name, obj in list(ns.items()):
+                if isinstance(obj, types.ModuleType) or not (
+                        callable(obj) or isinstance(obj, (staticmethod, classmethod, property))):
+                    continue
+                self._snap.append((owner, ns, name, obj, getattr(obj, "__code__", None)))
+        # torch.cuda's timing functions (the module itself changes as CUDA starts up).
+        for name in ("synchronize", "Event", "current_stream", "is_available"):
+            obj = getattr(torch.cuda, name, None)
+            if obj is not None:
+                self._snap.append(("torch.cuda", torch.cuda, name, obj, getattr(obj, "__code__", None)))
+        self._fields = {k: getattr(harness, k) for k in ("_chan", "seed", "rank", "world", "cases",
+                                                        "_learner_files", "_records")}
+        self._methods = {n for n, o in vars(Harness).items() if callable(o)}
+
+    def changed(self):
+        """What was changed since init, or None."""
+        for owner, ns, name, obj, code in self._snap:
+            now = ns.get(name) if isinstance(ns, (dict, types.MappingProxyType)) else getattr(ns, name, None)
+            if now is not obj:
+                return f"{owner}.{name} was replaced"
+            if code is not None and getattr(now, "__code__", None) is not code:
+                return f"the code of {owner}.{name} was replaced"
+        h = self._h
+        for k, v in self._fields.items():
+            if getattr(h, k, None) is not v:
+                return f"the harness's {k} was replaced"
+        shadow = self._methods & set(vars(h))
+        if shadow:
+            return f"the harness's method {sorted(shadow)[0]} was shadowed"
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,10 +465,11 @@ class Harness:
         self.exercise = os.environ.get("MGPU_EXERCISE", "")
         self.run_dir = os.environ.get("MGPU_RUN_DIR") or os.path.abspath("mgpu-results")
         self.rdzv_dir = os.environ.get("MGPU_RDZV_DIR") or os.path.join(self.run_dir, "rdzv")
-        seed = os.environ.get("MGPU_SEED")
-        self.seed = int(seed) & _MASK64 if seed else 0x6D677075  # fixed when standalone
         self.fault = os.environ.get("MGPU_FAULT") or None
         self._records = None
+        self._chan = None
+        self._guard = None
+        self._counts = {"records": 0, "cases": 0, "checked": 0, "timing_samples": 0}
         self._finished = False
         self._violated = False
         self._learner_files = set()
@@ -385,9 +479,20 @@ class Harness:
                 self._learner_files.add(os.path.basename(f.strip()))
         self._icpt = _Interceptor(self)
 
-        os.makedirs(self.run_dir, exist_ok=True)
-        self._records = open(os.path.join(self.run_dir, f"rank-{self.rank}.jsonl"), "a",
-                             encoding="utf-8")
+        addr = os.environ.get("MGPU_RECORDS")
+        if addr:
+            try:
+                self._chan = _Channel(addr, self.rank)
+            except (OSError, ValueError) as e:
+                print(f"mgpu: rank {self.rank}: records channel: {e}", file=sys.stderr, flush=True)
+                os._exit(1)
+            self.seed = self._chan.seed  # only the channel carries it
+        else:
+            seed = os.environ.get("MGPU_SEED")
+            self.seed = int(seed) & _MASK64 if seed else 0x6D677075  # fixed when standalone
+            os.makedirs(self.run_dir, exist_ok=True)
+            self._records = open(os.path.join(self.run_dir, f"rank-{self.rank}.jsonl"), "a",
+                                 encoding="utf-8")
         self._install_hooks()
         try:
             self.cases = _parse_cases(os.environ.get("MGPU_CASES"), "MGPU_CASES")
@@ -428,14 +533,56 @@ class Harness:
         self.forbidden = forbid
         for name in forbid:
             self._police(name)
+        self._guard = _Guard(self)
 
     # ---- records ---------------------------------------------------------------------------
 
     def _write(self, rec):
-        rec = {"t": rec.pop("t"), "rank": self.rank, **rec}
+        t = rec.pop("t")
+        if t != "error":
+            self._vouch(t)
+        rec = {"t": t, "rank": self.rank, **rec}
+        if t == "done":
+            rec["summary"] = dict(self._counts)
+        else:
+            c = self._counts
+            c["records"] += 1
+            if t == "case":
+                c["cases"] += 1
+                c["checked"] += int(rec.get("checked", 0))
+            elif t == "timing":
+                c["timing_samples"] += len(rec.get("us", ()))
         line = json.dumps(rec, allow_nan=False, default=str)
-        self._records.write(line + "\n")
-        self._records.flush()
+        if self._chan is not None:
+            try:
+                self._chan.send(line)
+            except OSError:
+                os._exit(1)  # the checker is gone: nobody reads what follows
+        else:
+            self._records.write(line + "\n")
+            self._records.flush()
+
+    def _vouch(self, t):
+        """Before a record other than an error: no learner code on the stack (only the driver
+        records results) and nothing the verdict depends on was rebound."""
+        f = sys._getframe(2)
+        while f is not None:
+            if self._is_learner_file(f.f_code.co_filename):
+                self._policy_error("harness recording", f.f_code.co_filename, f.f_lineno,
+                                   f"learner code asked the harness to write a {t!r} record: "
+                                   "only the course's driver reports results")
+            f = f.f_back
+        what = self._guard.changed() if self._guard is not None else None
+        if what:
+            self._policy_error("harness integrity", "", 0,
+                               f"{what} while the exercise ran: the verdict depends on it, so "
+                               "the run is not trusted. Leave the harness, torch and the "
+                               "builtins as they are")
+
+    def _policy_error(self, call, file, line, msg):
+        self._violated = True
+        self._error("policy", call, msg, os.path.basename(file) if file else "", line, 1)
+        self._exit(1)
 
     def _write_start(self, gpu, idx):
         self._write({"t": "start", "world": self.world, "local_rank": self.local_rank,
@@ -465,7 +612,8 @@ class Harness:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
-            self._records.flush()
+            if self._records is not None:
+                self._records.flush()
         finally:
             os._exit(status)
 
@@ -673,6 +821,14 @@ class Harness:
         (or both NaN). Elements of got that still hold the poison value where want does not
         are counted apart, as unwritten. Returns a Result; writes nothing (see record)."""
         res = Result(n if n is not None else got.numel())
+        plain = (torch.Tensor, torch.nn.Parameter)
+        if type(got) not in plain or type(want) not in plain:
+            bad = got if type(got) not in plain else want
+            res.msg_parts.append(f"the result is a {type(bad).__module__}.{type(bad).__qualname__}, "
+                                 "not a torch.Tensor: return the tensors themselves")
+            res.bad = 1
+            res.checked = 1
+            return res
         if tuple(got.shape) != tuple(want.shape):
             res.msg_parts.append(f"shape {tuple(got.shape)} is not the expected "
                                  f"{tuple(want.shape)}")

@@ -117,6 +117,8 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		}
 		if o.src.Role == RoleLearner {
 			res.Objects[o.src.Show] = o.path
+		} else {
+			res.CourseObjects = append(res.CourseObjects, o.path)
 		}
 	}
 	if ok {

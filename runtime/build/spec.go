@@ -57,7 +57,10 @@ type Result struct {
 	OK      bool
 	Binary  string            // the linked program (in the cache)
 	Objects map[string]string // learner source Show path -> its object file (for the policy stage)
-	Cached  bool              // nothing was compiled or linked
+	// CourseObjects are the driver's and the harness's objects (the policy stage reads which
+	// symbols they use, so that a learner's object cannot replace one of them).
+	CourseObjects []string
+	Cached        bool // nothing was compiled or linked
 	// Compiled counts the objects compiled by this build (0 when every object was cached).
 	Compiled int
 	Log      string // the whole compiler output, paths as in Source.Show
