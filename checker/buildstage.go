@@ -495,12 +495,24 @@ func (k *check) buildPython(ctx context.Context, prog *program) bool {
 	}
 	k.rep.Build = &BuildSummary{Duration: Seconds(time.Since(start))}
 	prog.argv = []string{py, filepath.Join(prog.srcDir, k.e.Driver)}
-	pyPath := []string{prog.srcDir}
+	// The learner's files are imported from a private copy holding those files alone: the
+	// workspace folder itself is never on the path, so nothing else in it (a sitecustomize.py,
+	// a module named like torch's or the harness's) can be imported in their place.
+	var mine []courseFile
 	for _, lf := range prog.learner {
-		if d, _ := filepath.Abs(filepath.Dir(lf.Path)); !contains(pyPath, d) {
-			pyPath = append(pyPath, d)
+		data, err := os.ReadFile(lf.Path)
+		if err != nil {
+			k.fail(StageBuild, FaultRunner, "cannot read "+lf.Show, err.Error())
+			return false
 		}
+		mine = append(mine, courseFile{Name: path.Base(filepath.ToSlash(lf.Name)), Show: lf.Show, Role: "learner", Data: data})
 	}
+	learnerDir, err := k.materialize(mine)
+	if err != nil {
+		k.fail(StageBuild, FaultRunner, "cannot copy your files for the run", err.Error())
+		return false
+	}
+	pyPath := []string{prog.srcDir, learnerDir}
 	if old := os.Getenv("PYTHONPATH"); old != "" {
 		pyPath = append(pyPath, old)
 	}

@@ -620,9 +620,21 @@ func (k *check) policyFromRecord(rank int, er record) {
 		}
 	}
 	file := where(shown, er.Line)
-	k.rep.Policy = append(k.rep.Policy, Violation{Symbol: sym, Found: er.Call, File: file, Why: why})
 	// The policy stage passed provisionally before the run; it is the failing stage now.
 	k.done(StageRun, StatusOK, "stopped by the policy check")
+	switch er.Call {
+	case "harness recording", "harness integrity", "code integrity":
+		// The harness's own run-time integrity checks (docs/protocol.md §4).
+		k.rep.Policy = append(k.rep.Policy, Violation{Rule: ruleHarness, Symbol: er.Call, Found: er.Call, File: file, Why: er.Msg})
+		at := ""
+		if er.File != "" {
+			at = " at " + file
+		}
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("%s: rank %d%s", er.Call, rank, at),
+			fmt.Sprintf("The harness stopped rank %d%s: %s.\nThe check trusts only what the course's driver computes and records; write the functions the task asks for and nothing that reaches past them.", rank, at, er.Msg))
+		return
+	}
+	k.rep.Policy = append(k.rep.Policy, Violation{Symbol: sym, Found: er.Call, File: file, Why: why})
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your code calls %s (at %s, rank %d), which this exercise forbids", sym, file, rank)
 	if why != "" {

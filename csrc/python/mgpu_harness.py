@@ -94,24 +94,45 @@ class _Channel:
         self._sock.sendall(mac.encode() + b" " + body + b"\n")
 
 
+def _static(obj, name):
+    """obj.name as stored (a class's attribute from the class dicts along its MRO, so that a
+    classmethod is the same object each time), or None."""
+    if isinstance(obj, type):
+        for c in obj.__mro__:
+            if name in vars(c):
+                return vars(c)[name]
+        return None
+    return getattr(obj, name, None)
+
+
 class _Guard:
     """Best-effort tamper detection: who the harness's own functions, the torch functions its
     comparisons use, and the builtins are at init, checked again before every record. Code in
     the same process can defeat it (docs/protocol.md §4 says what is not defended); it is there
     to catch the straightforward rebinding of a function the verdict depends on."""
 
+    # What of torch the comparisons, exact data and timing use (torch rebinds other top-level
+    # functions itself as it loads parts lazily, so the whole namespace cannot be pinned).
+    _TORCH = ("isnan", "isfinite", "nonzero", "equal", "eq", "ne", "abs", "where", "zeros",
+              "empty", "arange", "tensor", "full", "zeros_like", "empty_like", "stack", "cat")
+    _TENSOR = ("to", "abs", "sum", "any", "all", "max", "min", "reshape", "view", "detach",
+               "numel", "item", "tolist", "fill_", "eq", "ne", "copy_", "clone", "contiguous",
+               "cpu", "float", "double", "int", "long", "dim", "size", "shape", "dtype",
+               "device", "is_floating_point", "__eq__", "__ne__", "__and__", "__or__",
+               "__invert__", "__sub__", "__add__", "__le__", "__lt__", "__ge__", "__gt__",
+               "__truediv__", "__mul__", "__getitem__", "__setitem__", "__bool__", "__int__",
+               "__float__", "__len__", "__torch_function__")
+    _CUDA = ("synchronize", "Event", "current_stream", "is_available")
+    _OS = ("_exit", "getpid", "write")
+
     def __init__(self, harness):
         self._h = harness
         self._snap = []
         mod = sys.modules[__name__]
-        spaces = [("mgpu_harness", vars(mod)), ("builtins", vars(builtins)),
-                  ("torch", vars(torch)), ("torch.Tensor", vars(torch.Tensor)),
-                  ("json", vars(json)), ("hmac", vars(hmac)),
-                  ("hashlib", vars(hashlib)), ("socket.socket", vars(socket.socket)),
-                  ("os", vars(os)), ("time", vars(time)), ("math", vars(math))]
-        base = getattr(torch._C, "TensorBase", None)
-        if base is not None:
-            spaces.append(("torch.Tensor", vars(base)))
+        spaces = [("mgpu_harness", vars(mod)), ("builtins", vars(builtins)), ("json", vars(json)),
+                  ("hmac", vars(hmac)), ("hashlib", vars(hashlib)),
+                  ("socket.socket", vars(socket.socket)), ("time", vars(time)),
+                  ("math", vars(math))]
         for cls in (Harness, Result, _Channel, _Guard):
             spaces.append((f"mgpu_harness.{cls.__name__}", vars(cls)))
         for owner, ns in spaces:
@@ -120,11 +141,13 @@ class _Guard:
                         callable(obj) or isinstance(obj, (staticmethod, classmethod, property))):
                     continue
                 self._snap.append((owner, ns, name, obj, getattr(obj, "__code__", None)))
-        # torch.cuda's timing functions (the module itself changes as CUDA starts up).
-        for name in ("synchronize", "Event", "current_stream", "is_available"):
-            obj = getattr(torch.cuda, name, None)
-            if obj is not None:
-                self._snap.append(("torch.cuda", torch.cuda, name, obj, getattr(obj, "__code__", None)))
+        for owner, obj_ns, names in (("torch", torch, self._TORCH),
+                                     ("torch.Tensor", torch.Tensor, self._TENSOR),
+                                     ("torch.cuda", torch.cuda, self._CUDA), ("os", os, self._OS)):
+            for name in names:
+                obj = _static(obj_ns, name)
+                if obj is not None:
+                    self._snap.append((owner, obj_ns, name, obj, getattr(obj, "__code__", None)))
         self._fields = {k: getattr(harness, k) for k in ("_chan", "seed", "rank", "world", "cases",
                                                         "_learner_files", "_records")}
         self._methods = {n for n, o in vars(Harness).items() if callable(o)}
@@ -132,7 +155,7 @@ class _Guard:
     def changed(self):
         """What was changed since init, or None."""
         for owner, ns, name, obj, code in self._snap:
-            now = ns.get(name) if isinstance(ns, (dict, types.MappingProxyType)) else getattr(ns, name, None)
+            now = ns.get(name) if isinstance(ns, (dict, types.MappingProxyType)) else _static(ns, name)
             if now is not obj:
                 return f"{owner}.{name} was replaced"
             if code is not None and getattr(now, "__code__", None) is not code:

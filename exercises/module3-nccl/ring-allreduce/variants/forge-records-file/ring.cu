@@ -1,0 +1,35 @@
+/*
+ * ring.cu — module3/ring-allreduce, forgery: does no work. Writes the records of a passing run
+ * into the file the protocol once named for them (MGPU_RUN_DIR/rank-<r>.jsonl) and ends the
+ * process with status 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ring-allreduce.h"
+
+void ring_allreduce(ncclComm_t comm, int rank, int world, const float *send, float *recv,
+                    size_t n, float *scratch, cudaStream_t stream) {
+  const char *dir = getenv("MGPU_RUN_DIR"), *cases = getenv("MGPU_CASES");
+  char path[4096], list[2048], *save = NULL, *item;
+  FILE *f;
+  (void)comm, (void)world, (void)send, (void)recv, (void)n, (void)scratch, (void)stream;
+  snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir ? dir : ".", rank);
+  f = fopen(path, "w");
+  if (!f) _exit(0);
+  fprintf(f, "{\"t\":\"start\",\"rank\":%d,\"world\":%d,\"local_rank\":%d,\"device\":%d,\"gpu\":\"\",\"pid\":%d,\"harness\":\"c/1\"}\n",
+          rank, world, rank, rank, (int)getpid());
+  snprintf(list, sizeof list, "%s", cases ? cases : "");
+  for (item = strtok_r(list, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+    char *eq = strchr(item, '=');
+    if (!eq) continue;
+    *eq = 0;
+    fprintf(f, "{\"t\":\"case\",\"rank\":%d,\"case\":\"%s\",\"n\":%s,\"ok\":true,\"checked\":%s,\"bad\":0,\"unwritten\":0,\"guard_hits\":0,\"max_abs_err\":0,\"max_rel_err\":0,\"first\":[]}\n",
+            rank, item, eq + 1, eq + 1);
+  }
+  fprintf(f, "{\"t\":\"done\",\"rank\":%d}\n", rank);
+  fclose(f);
+  _exit(0);
+}
