@@ -110,6 +110,7 @@ func h200Node(t *testing.T, m *probetest.Machine) {
 	m.Python("3.12.3", &probe.Torch{Version: "2.11.0+cu130", CUDA: "13.0", NCCL: "2.27.7", CUDAAvailable: true, DeviceCount: 4})
 	tools := filepath.Join(m.Root, "tools")
 	m.PipNVSHMEM(filepath.Join(tools, "cuda", "nvidia"), "3.4.5")
+	m.Put(filepath.Join(tools, "cuda", "nvidia", "nvshmem", "lib", "nvshmem_bootstrap_uid.so.3"), "")
 	t.Setenv("MGPU_LEARN_TOOLS", tools)
 	t.Setenv("NCCL_NVLS_ENABLE", "0")
 }
@@ -141,7 +142,7 @@ func TestFourNVLinkGPUsWithoutCudaAwareMPI(t *testing.T) {
 		"GPU1  OK    X     OK    OK",
 		"nvcc      13.0.88",
 		"NCCL      2.28.3 (system)",
-		"NVSHMEM   3.4.5 (pip)",
+		"NVSHMEM   3.4.5 (pip wheel)",
 		"MPI       Open MPI 4.1.6",
 		"CUDA-aware: no (built without CUDA, mpi-ext.h MPIX_CUDA_AWARE_SUPPORT=0)",
 		"torch     2.11.0+cu130  CUDA 13.0, NCCL 2.27.7, sees 4 GPUs",
@@ -209,7 +210,7 @@ func TestNoGPULaptop(t *testing.T) {
 		"Driver   none",
 		"GPUs     none",
 		"(pip wheel)",
-		"NCCL      2.28.9 (pip)",
+		"NCCL      2.28.9 (pip wheel)",
 		"NVSHMEM   not found",
 		"MPI       not found",
 		"torch     not found",
@@ -268,8 +269,10 @@ func TestPCIePairWithoutPeerAccess(t *testing.T) {
 	if b := row(t, r, "module0").Blocked; len(b) != 1 || b[0].ID != "module0/peer-copy" {
 		t.Errorf("blocked = %+v", b)
 	}
+	// The NVSHMEM exercise does not ask for peer access in requires, but NVSHMEM needs it.
 	m4 := row(t, r, "module4")
-	if needs(m4.Missing) != "min_compute,nvshmem" || m4.Missing[0].What != "needs compute capability 9.0 or newer; GPU 0 (NVIDIA L4) is 8.9" {
+	if needs(m4.Missing) != "min_compute,peer_access,nvshmem" || m4.Missing[0].What != "needs compute capability 9.0 or newer; GPU 0 (NVIDIA L4) is 8.9" ||
+		!strings.HasPrefix(m4.Missing[1].What, "NVSHMEM needs peer access between every pair of its 2 GPUs; GPU 0 and GPU 1 have none") {
 		t.Errorf("module4 missing %+v", m4.Missing)
 	}
 	out := text(t, r)

@@ -3,6 +3,7 @@ package doctor
 import (
 	"encoding/json"
 	"io"
+	"slices"
 
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
 	"github.com/mgpu-learn/mgpu-learn/runtime/probe"
@@ -32,6 +33,9 @@ type ModuleRow struct {
 	Missing []Reason `json:"missing"`
 	// Exercises are the exercises that cannot run, each with its own reasons.
 	Blocked []ExerciseRow `json:"blocked"`
+	// Uses names, in words, the C libraries found on this machine that the module's exercises
+	// build with (version, pip wheel / system / $..._HOME, folders); empty when none.
+	Uses []string `json:"uses,omitempty"`
 }
 
 // ExerciseRow is one exercise that cannot run here.
@@ -50,6 +54,11 @@ func Build(f *probe.Facts, c *course.Course) *Report {
 		row := ModuleRow{Module: m.ID, Title: m.Title, Missing: []Reason{}, Blocked: []ExerciseRow{}}
 		for _, e := range m.Exercises {
 			row.ExercisesTotal++
+			for _, u := range usesLibraries(f, &e.Manifest) {
+				if !slices.Contains(row.Uses, u) {
+					row.Uses = append(row.Uses, u)
+				}
+			}
 			rs := UnmetExercise(f, &e.Manifest)
 			if len(rs) == 0 {
 				row.ExercisesRunnable++

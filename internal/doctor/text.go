@@ -209,7 +209,14 @@ func (p *printer) tools(f *probe.Facts) {
 		if v == "" {
 			v = "version unknown"
 		}
-		rows = append(rows, []string{name, v + " (" + l.Source + ")", l.Include + ", " + l.LibDir})
+		src := l.Source
+		switch src {
+		case "pip":
+			src = "pip wheel"
+		case "env":
+			src = "$" + strings.ToUpper(name) + "_HOME"
+		}
+		rows = append(rows, []string{name, v + " (" + src + ")", l.Include + ", " + l.LibDir})
 	}
 	tool("nvcc", f.NVCC)
 	if f.CC != nil {
@@ -359,6 +366,9 @@ func (p *printer) modules(mods []ModuleRow) {
 			runs = p.paint(red, "no")
 		}
 		rows = append(rows, []string{m.Module, runs, fmt.Sprintf("%d/%d", m.ExercisesRunnable, m.ExercisesTotal), m.Title})
+		for _, u := range m.Uses {
+			after[i+1] = append(after[i+1], pad+"uses "+u)
+		}
 		for _, r := range m.Missing {
 			after[i+1] = append(after[i+1], pad+"- "+r.What, pad+"  fix: "+r.Fix)
 		}

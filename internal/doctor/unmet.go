@@ -5,6 +5,9 @@ package doctor
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,9 +149,9 @@ func Unmet(f *probe.Facts, req course.Requirements, launch course.Launch) []Reas
 			}
 		case "nvshmem":
 			if f.NVSHMEM == nil {
-				add(Reason{Need: NeedNVSHMEM,
-					What: "needs NVSHMEM (nvshmem.h, libnvshmem_host and libnvshmem_device.a); none was found in $NVSHMEM_HOME, system-wide or in pip wheels",
-					Fix:  "run scripts/install-cuda-tools.sh (NVSHMEM from pip wheels into .tools/), or pip install nvidia-nvshmem-cu13, or set NVSHMEM_HOME"})
+				add(nvshmemMissing(f))
+			} else if r, ok := nvshmemUnusable(f.NVSHMEM); ok {
+				add(r)
 			}
 		case "mpi":
 			if cudaAware {
@@ -167,6 +170,16 @@ func Unmet(f *probe.Facts, req course.Requirements, launch course.Launch) []Reas
 		default:
 			add(Reason{Need: NeedUnknown, What: fmt.Sprintf("requires %q, which this version of mgpu-learn does not know", l),
 				Fix: "update mgpu-learn, or correct the exercise's requires.libs"})
+		}
+	}
+	// NVSHMEM inside one machine reaches the other GPUs' symmetric heaps through peer
+	// mappings (NVLink or PCIe peer-to-peer); without them it would need a network transport
+	// between GPUs of the same host, which the course does not set up.
+	if slices.Contains(libs, "nvshmem") && !req.PeerAccess && !hasNeed(rs, NeedPeerAccess) {
+		if r, ok := peerMissing(f, used); ok {
+			r.What = "NVSHMEM " + r.What
+			r.Fix = "NVSHMEM within one machine writes into the other GPUs' memory through peer access; " + r.Fix
+			add(r)
 		}
 	}
 	if launch.Launcher == "mpirun" && !hasNeed(rs, NeedMPI) && !hasNeed(rs, NeedCudaAwareMPI) {
@@ -372,4 +385,111 @@ func Explain(id string, rs []Reason) string {
 		fmt.Fprintf(&b, "  - %s\n    fix: %s\n", r.What, r.Fix)
 	}
 	return b.String()
+}
+
+// nvshmemMinimum is the oldest NVSHMEM whose unique-id start-up (nvshmemx_get_uniqueid,
+// nvshmemx_init_attr with NVSHMEMX_INIT_WITH_UNIQUEID) the harness's mgpu_nvshmem_init calls:
+// NVSHMEM's changelog adds it in 2.11.0.
+const nvshmemMinimum = "2.11"
+
+// nvshmemUIDPlugin is the bootstrap module that NVSHMEM loads at start-up for a unique-id
+// initialization (the harness's), from the host library's folder.
+const nvshmemUIDPlugin = "nvshmem_bootstrap_uid.so"
+
+func nvshmemMissing(f *probe.Facts) Reason {
+	r := Reason{Need: NeedNVSHMEM,
+		What: "needs NVSHMEM (nvshmem.h, libnvshmem_host and libnvshmem_device.a); none was found in $NVSHMEM_HOME, system-wide or in pip wheels",
+		Fix:  "run scripts/install-cuda-tools.sh (NVSHMEM from pip wheels into .tools/), or pip install nvidia-nvshmem-cu13, or set NVSHMEM_HOME to an NVSHMEM prefix"}
+	if home := f.Env["NVSHMEM_HOME"]; home != "" {
+		r.What = fmt.Sprintf("needs NVSHMEM; NVSHMEM_HOME=%s holds no include/nvshmem.h with lib/libnvshmem_host.so* and lib/libnvshmem_device.a, and none was found system-wide or in pip wheels", home)
+		r.Fix = "point NVSHMEM_HOME at the prefix that holds include/ and lib/ (or unset it), or run scripts/install-cuda-tools.sh"
+	}
+	return r
+}
+
+// NVSHMEMFound says in words which NVSHMEM the builds use: version, where it came from (pip
+// wheel, system package, $NVSHMEM_HOME) and its folders. "" when there is none.
+func NVSHMEMFound(l *probe.Library) string { return libraryFound("NVSHMEM", "NVSHMEM_HOME", l) }
+
+func libraryFound(name, homeVar string, l *probe.Library) string {
+	if l == nil {
+		return ""
+	}
+	v := l.Version
+	if v == "" {
+		v = "(version unknown)"
+	}
+	return fmt.Sprintf("%s %s from %s: headers %s, libraries %s", name, v, sourceWords(l.Source, homeVar), l.Include, l.LibDir)
+}
+
+// usesLibraries names the C libraries found here that e's build or requirements ask for.
+func usesLibraries(f *probe.Facts, m *course.Manifest) []string {
+	var out []string
+	want := func(name string) bool {
+		return slices.Contains(m.Build.Libs, name) || slices.Contains(m.Requires.Libs, name)
+	}
+	if f == nil {
+		return nil
+	}
+	if want("nccl") && f.NCCL != nil {
+		out = append(out, libraryFound("NCCL", "NCCL_HOME", f.NCCL))
+	}
+	if want("nvshmem") && f.NVSHMEM != nil {
+		out = append(out, NVSHMEMFound(f.NVSHMEM))
+	}
+	return out
+}
+
+// sourceWords names where a library was found: "the pip wheel", "the system", "$HOME_VAR".
+func sourceWords(source, homeVar string) string {
+	switch source {
+	case "pip":
+		return "a pip wheel"
+	case "system":
+		return "the system's packages"
+	case "env":
+		return "$" + homeVar
+	}
+	return source
+}
+
+// nvshmemUnusable finds what keeps a found NVSHMEM from running the course's programs: a
+// release older than the unique-id start-up, or a library folder without the bootstrap
+// module that start-up loads.
+func nvshmemUnusable(l *probe.Library) (Reason, bool) {
+	found := NVSHMEMFound(l)
+	if l.Version != "" && versionLess(l.Version, nvshmemMinimum) {
+		return Reason{Need: NeedNVSHMEM,
+			What: fmt.Sprintf("needs NVSHMEM %s or newer (the harness starts NVSHMEM with a unique id); found %s", nvshmemMinimum, found),
+			Fix:  "install a newer NVSHMEM (pip install nvidia-nvshmem-cu13, or scripts/install-cuda-tools.sh), or set NVSHMEM_HOME to one"}, true
+	}
+	if l.LibDir != "" {
+		if m, _ := filepath.Glob(filepath.Join(l.LibDir, nvshmemUIDPlugin+"*")); len(m) == 0 {
+			if _, err := os.Stat(l.LibDir); err == nil {
+				return Reason{Need: NeedNVSHMEM,
+					What: fmt.Sprintf("needs NVSHMEM's unique-id bootstrap module %s* beside its host library; found %s, whose library folder has none", nvshmemUIDPlugin, found),
+					Fix:  "install NVSHMEM with its bootstrap modules (the nvidia-nvshmem-cu13 wheel and the libnvshmem3 packages ship them), or set NVSHMEM_HOME to such an installation"}, true
+			}
+		}
+	}
+	return Reason{}, false
+}
+
+// versionLess compares dotted version numbers ("2.10.1" < "2.11"); parts that are not
+// numbers compare as 0.
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(pa), len(pb)); i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -452,10 +453,15 @@ func TestCommandLines(t *testing.T) {
 	}
 	for _, want := range []string{"-arch=sm_90", "-rdc=true", "-Xlinker --no-as-needed", "-L" + filepath.Join(top, "lib"),
 		"-L/opt/nccl/lib -lnccl", "-Xcompiler -pthread", "-Xlinker -rpath -Xlinker /opt/mpi/lib", "-lmpi",
-		"-l:libnvshmem_host.so.3 /opt/nvshmem/lib/libnvshmem_device.a", "-lcuda", "-lpthread"} {
+		"-l:libnvshmem_host.so.3 /opt/nvshmem/lib/libnvshmem_device.a", "-lcuda", "-lpthread",
+		"-Xlinker -rpath -Xlinker /opt/nccl/lib -Xlinker -rpath -Xlinker /opt/nvshmem/lib",
+		"-Xlinker -z,relro,-z,now"} {
 		if !strings.Contains(link, want) {
 			t.Errorf("link %q lacks %q", link, want)
 		}
+	}
+	if strings.Count(link, "-rpath -Xlinker /opt/nvshmem/lib") != 1 {
+		t.Errorf("run path named more than once: %q", link)
 	}
 	if len(res.RuntimeEnv) != 1 || res.RuntimeEnv[0] != "LD_LIBRARY_PATH=/opt/nccl/lib:/opt/nvshmem/lib:/usr/local/lib" {
 		t.Errorf("RuntimeEnv = %q", res.RuntimeEnv)
@@ -542,6 +548,9 @@ int main() { printf("%d\n", core_value()); return 0; }
 	if !res.OK {
 		t.Fatalf("CUDA build failed:\n%s", res.Log)
 	}
+	if relro, now, _ := hardened(t, res.Binary); !relro || !now {
+		t.Errorf("CUDA program: relro=%v bind-now=%v, want full RELRO", relro, now)
+	}
 	if nm, err := exec.LookPath("nm"); err == nil {
 		out, _ := exec.Command(nm, res.Objects["scale.cu"]).CombinedOutput()
 		if !strings.Contains(string(out), "scale") {
@@ -594,5 +603,162 @@ func TestHugeIncludeDirIsNeverCached(t *testing.T) {
 	d, _ := treeDigest(small, nil)
 	if c != d {
 		t.Error("digest of a small directory is not stable")
+	}
+}
+
+// hardened reports whether a linked program has full RELRO: a PT_GNU_RELRO segment and
+// binding at start-up (DF_BIND_NOW or DF_1_NOW), so the GOT is read-only once it runs.
+func hardened(t *testing.T, path string) (relro, now bool, runpath string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_GNU_RELRO {
+			relro = true
+		}
+	}
+	if v, err := f.DynValue(elf.DT_FLAGS); err == nil && len(v) > 0 && v[0]&uint64(elf.DF_BIND_NOW) != 0 {
+		now = true
+	}
+	if v, err := f.DynValue(elf.DT_FLAGS_1); err == nil && len(v) > 0 && v[0]&uint64(elf.DF_1_NOW) != 0 {
+		now = true
+	}
+	if rp, err := f.DynString(elf.DT_RUNPATH); err == nil && len(rp) > 0 {
+		runpath = rp[0]
+	} else if rp, err := f.DynString(elf.DT_RPATH); err == nil && len(rp) > 0 {
+		runpath = rp[0]
+	}
+	return relro, now, runpath
+}
+
+func TestCProgramsLinkWithFullRELRO(t *testing.T) {
+	cc := needCC(t)
+	p := newProject(t)
+	libDir := filepath.Join(p.root, "wheel", "lib")
+	os.MkdirAll(libDir, 0o755)
+	tc := &Toolchain{CC: cc, Version: "test", Libs: map[string]Lib{
+		"extra": {LibDirs: []string{libDir}, RuntimeDirs: []string{libDir}},
+	}}
+	req := p.request(tc)
+	req.Libs = []string{"extra"}
+	res := build(t, NewBuilder(filepath.Join(p.root, "cache")), req)
+	if got := runBinary(t, res); got != "42" {
+		t.Fatalf("program printed %q", got)
+	}
+	relro, now, runpath := hardened(t, res.Binary)
+	if !relro || !now {
+		t.Errorf("C program: relro=%v bind-now=%v, want full RELRO", relro, now)
+	}
+	if runpath != libDir {
+		t.Errorf("run path = %q, want %q", runpath, libDir)
+	}
+}
+
+func TestNVSHMEMForcesRelocatableDeviceCode(t *testing.T) {
+	dir := t.TempDir()
+	nvcc, log := fakeCompiler(t, dir)
+	src := filepath.Join(dir, "k.cu")
+	write(t, src, "__global__ void k() {}\n")
+	tc := &Toolchain{NVCC: nvcc, Version: "13.0", Libs: map[string]Lib{
+		"nvshmem": {Include: []string{"/opt/nvshmem/include"}, LibDirs: []string{"/opt/nvshmem/lib"},
+			LinkArgs: []string{"-l:libnvshmem_host.so.3", "/opt/nvshmem/lib/libnvshmem_device.a"}, RuntimeDirs: []string{"/opt/nvshmem/lib"}},
+	}}
+	b := NewBuilder(filepath.Join(dir, "cache"))
+	plain := Request{Kind: "cuda", Toolchain: tc, Sources: []Source{{Path: src, Role: RoleLearner, Show: "k.cu"}}}
+	build(t, b, plain)
+	for _, l := range invocations(t, log) {
+		if strings.Contains(l, "-rdc=true") || strings.Contains(l, "nvshmem") {
+			t.Errorf("plain CUDA build: %q", l)
+		}
+	}
+	os.Remove(log)
+	// The manifest forgot rdc: NVSHMEM turns it on, and the changed options miss the cache.
+	shm := plain
+	shm.Libs = []string{"nvshmem"}
+	res := build(t, b, shm)
+	if res.Cached || res.Compiled != 1 {
+		t.Errorf("NVSHMEM build reused the plain build's object: cached=%v compiled=%d", res.Cached, res.Compiled)
+	}
+	inv := invocations(t, log)
+	if len(inv) != 2 {
+		t.Fatalf("invocations: %q", inv)
+	}
+	for _, want := range []string{"-c ", "-rdc=true", "-I/opt/nvshmem/include"} {
+		if !strings.Contains(inv[0], want) {
+			t.Errorf("compile %q lacks %q", inv[0], want)
+		}
+	}
+	for _, want := range []string{"-rdc=true", "-L/opt/nvshmem/lib -l:libnvshmem_host.so.3 /opt/nvshmem/lib/libnvshmem_device.a",
+		"-Xlinker -rpath -Xlinker /opt/nvshmem/lib", "-Xlinker -z,relro,-z,now"} {
+		if !strings.Contains(inv[1], want) {
+			t.Errorf("link %q lacks %q", inv[1], want)
+		}
+	}
+	if strings.Contains(inv[1], "-lcuda") {
+		t.Errorf("NVSHMEM 3 loads libcuda itself; the link must not need it: %q", inv[1])
+	}
+	// NVSHMEM is a CUDA library: a C build cannot use it.
+	if _, err := b.Build(context.Background(), Request{Kind: "c", Toolchain: &Toolchain{CC: nvcc, Libs: tc.Libs},
+		Sources: []Source{{Path: src}}, Libs: []string{"nvshmem"}}); err == nil || !strings.Contains(err.Error(), "needs kind cuda") {
+		t.Errorf("c build with nvshmem: err = %v", err)
+	}
+}
+
+// repoNVSHMEM is the pip wheel's NVSHMEM of scripts/install-cuda-tools.sh, if present.
+func repoNVSHMEM(t testing.TB) string {
+	p, _ := filepath.Abs(filepath.Join("..", "..", ".tools", "cuda", "nvidia", "nvshmem"))
+	if _, err := os.Stat(filepath.Join(p, "lib", "libnvshmem_device.a")); err != nil {
+		t.Skip("no .tools/cuda/nvidia/nvshmem (run scripts/install-cuda-tools.sh)")
+	}
+	return p
+}
+
+// An NVSHMEM program really compiles and device-links against the pip wheel's layout (no
+// unversioned libnvshmem_host.so, no libcuda on a machine without a driver), and finds the
+// host library at run time through its run path.
+func TestNVSHMEMBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles NVSHMEM's headers (about 10 s)")
+	}
+	nvcc := repoNVCC(t)
+	nv := repoNVSHMEM(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ring.cu"), `#include <nvshmem.h>
+#include <nvshmemx.h>
+__global__ void hello(int *box) {
+  int me = nvshmem_my_pe(), n = nvshmem_n_pes();
+  nvshmem_int_p(box, me, (me + 1) % n);
+  nvshmem_quiet();
+}
+int main() {
+  nvshmem_init();
+  int *box = (int *)nvshmem_malloc(sizeof(int));
+  hello<<<1, 1>>>(box);
+  nvshmemx_barrier_all_on_stream(0);
+  nvshmem_free(box);
+  nvshmem_finalize();
+  return 0;
+}
+`)
+	lib := filepath.Join(nv, "lib")
+	tc := &Toolchain{NVCC: nvcc, Version: "13.0", Libs: map[string]Lib{"nvshmem": {
+		Include: []string{filepath.Join(nv, "include")}, LibDirs: []string{lib},
+		LinkArgs:    []string{"-l:libnvshmem_host.so.3", filepath.Join(lib, "libnvshmem_device.a")},
+		RuntimeDirs: []string{lib},
+	}}}
+	res := build(t, NewBuilder(filepath.Join(dir, "cache")), Request{Kind: "cuda", Toolchain: tc, Libs: []string{"nvshmem"},
+		Sources: []Source{{Path: filepath.Join(dir, "ring.cu"), Role: RoleDriver, Show: "ring.cu"}}})
+	if !res.OK {
+		t.Fatalf("NVSHMEM build failed:\n%s", res.Log)
+	}
+	relro, now, runpath := hardened(t, res.Binary)
+	if !relro || !now || runpath != lib {
+		t.Errorf("relro=%v bind-now=%v runpath=%q (want %q)", relro, now, runpath, lib)
+	}
+	if len(res.RuntimeEnv) != 1 || !strings.HasPrefix(res.RuntimeEnv[0], "LD_LIBRARY_PATH="+lib) {
+		t.Errorf("RuntimeEnv = %q", res.RuntimeEnv)
 	}
 }

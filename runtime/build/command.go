@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -153,6 +154,16 @@ func newPlan(req *Request) (*plan, error) {
 
 	compileFlags, linkFlags, hasOpt, hasArch, hasStd := splitFlags(req.Flags)
 	p.hasStd = hasStd
+	rdc := req.RDC
+	if slices.Contains(req.Libs, "nvshmem") {
+		// NVSHMEM's device API lives in a static archive of relocatable device code
+		// (libnvshmem_device.a): every object must be relocatable, and the link must run
+		// nvcc's device link over them and the archive.
+		if req.Kind != "cuda" {
+			return nil, fmt.Errorf("build: library nvshmem needs kind cuda (nvcc), not %q", req.Kind)
+		}
+		rdc = true
+	}
 	var common, keyCommon []string
 	both := func(args ...string) {
 		common = append(common, args...)
@@ -170,7 +181,7 @@ func newPlan(req *Request) (*plan, error) {
 			both("-arch=" + arch)
 			linkFlags = append([]string{"-arch=" + arch}, linkFlags...)
 		}
-		if req.RDC {
+		if rdc {
 			both("-rdc=true")
 			linkFlags = append([]string{"-rdc=true"}, linkFlags...)
 		}
@@ -246,10 +257,45 @@ func newPlan(req *Request) (*plan, error) {
 	if req.Kind == "c" {
 		link = append(link, "-lm", "-lpthread")
 	}
+	// Libraries outside the loader's search path (pip wheels, $NVSHMEM_HOME, ...) are found
+	// through a run path baked into the program, so that it also runs by hand; RuntimeEnv
+	// still names them for launchers that set the environment.
+	link = append(link, rpathArgs(req.Kind, p.runtimeDirs)...)
+	link = append(link, hardeningArgs(req.Kind)...)
 	p.compile = append(common, compileFlags...)
 	p.keyCompile = append(keyCommon, compileFlags...)
 	p.link = append(linkFlags, link...)
 	return p, nil
+}
+
+// hardeningArgs link every program with full RELRO: relocations are resolved at start-up
+// (-z now) and the GOT is then remapped read-only (-z relro), so code that runs later (the
+// learner's) cannot redirect calls into the harness or the libraries by writing GOT entries.
+func hardeningArgs(kind string) []string {
+	if kind == "cuda" {
+		return []string{"-Xlinker", "-z,relro,-z,now"}
+	}
+	return []string{"-Wl,-z,relro,-z,now"}
+}
+
+// rpathArgs are the link options that put dirs in the program's run path (DT_RUNPATH with
+// today's linkers: searched after LD_LIBRARY_PATH). nvcc and the compiler drivers split
+// option lists at commas, so a folder whose name has one is left to LD_LIBRARY_PATH.
+func rpathArgs(kind string, dirs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d == "" || seen[d] || strings.Contains(d, ",") {
+			continue
+		}
+		seen[d] = true
+		if kind == "cuda" {
+			out = append(out, "-Xlinker", "-rpath", "-Xlinker", d)
+		} else {
+			out = append(out, "-Wl,-rpath,"+d)
+		}
+	}
+	return out
 }
 
 // language returns the options that set a source's language.

@@ -16,7 +16,7 @@ import (
 
 // keyVersion changes whenever the meaning of a key changes (new flags, new layout), so old
 // entries simply stop matching.
-const keyVersion = "mgpu-learn build cache v1"
+const keyVersion = "mgpu-learn build cache v2" // v2: full RELRO, run paths, RDC for NVSHMEM
 
 // maxTreeFiles bounds the files hashed under one include directory. A directory with more
 // gets a key of its own for every build: always correct, never cached.
