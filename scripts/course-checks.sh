@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The course checks CI runs on a machine without GPUs, through mgpu-learn itself:
 #   - the built-in course lints clean;
-#   - every reference solution and every starter compiles and links (nvcc from .tools/cuda),
-#     and a starter meant not to compile fails to;
+#   - every reference solution and every starter compiles and links (nvcc from .tools/cuda,
+#     NCCL and NVSHMEM from its pip wheels), and a starter meant not to compile fails to;
+#   - every variant of the cuda and c exercises builds and goes through the policy stage as its
+#     manifest says (expect build/policy: fails there with the stated words; else: passes);
 #   - the CPU fixture course: solutions pass, starters and every variant fail at their stage;
 #   - the Python exercises on CPU (gloo) on 2 and 4 ranks: references pass, starters fail.
 # Ends with "N passed, N failed".
@@ -36,6 +38,7 @@ starters() {
   [ $rc -le 1 ]
 }
 step "build all (starters compile unless marked)" starters
+step "variants build, policy variants fail at policy" python3 "$root/scripts/expect-builds.py" --variants "$root" "$bin"
 step "fixture course verify (CPU)" "$bin" --course "$root/testdata/fixture-course" course verify
 if [ -n "${MGPU_LEARN_PYTHON:-}" ]; then
   step "module1 on CPU, 2 ranks" "$bin" course verify module1 --ranks 2

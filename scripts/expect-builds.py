@@ -1,25 +1,121 @@
 #!/usr/bin/env python3
-"""Compares `mgpu-learn build all --json` of the starters with each manifest's starter.fails_at:
-a starter marked `fails_at: build` must fail to build; every other starter must build."""
-import json, sys, pathlib, re
+"""Build expectations that CI can check without GPUs.
 
-reports = json.load(open(sys.argv[1]))
-if isinstance(reports, dict):
-    reports = reports.get("reports", [])
-root = pathlib.Path(sys.argv[2])
-expect = {}
-for m in root.glob("exercises/*/*/exercise.yaml"):
-    text = m.read_text()
+  expect-builds.py BUILD_JSON ROOT
+      Compares `mgpu-learn build all --json` of the starters with each manifest's
+      starter.fails_at: a starter marked `fails_at: build` must fail to build; every other
+      starter must build.
+
+  expect-builds.py --variants ROOT MGPU_LEARN [EXERCISE_PREFIX]
+      Builds every variant of every cuda and c exercise (`mgpu-learn build ID --variant NAME
+      --json`; the build stage runs the policy stage too) and compares with the manifest's
+      `expect`: `build` must fail at build, `policy` must fail at policy with the manifest's
+      message words in the report, anything else must build and pass the policy stage. Python
+      variants are policed while they run, so they are left to `course verify`.
+
+Manifests are read with regular expressions (no YAML module on the CI machine): the
+`variants:` block is split into entries at each `- `, in block or flow style.
+"""
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+
+def manifest_fields(text):
     mid = re.search(r"^id:\s*(\S+)", text, re.M).group(1)
+    kind = re.search(r"^kind:\s*(\w+)", text, re.M)
     fails = re.search(r"^starter:\s*\n(?:\s+.*\n)*?\s+fails_at:\s*(\w+)", text, re.M) or re.search(r"fails_at:\s*(\w+)", text)
-    expect[mid] = fails.group(1) if fails else ""
-bad = 0
-for r in reports:
-    ex = r.get("exercise")
-    built = r.get("verdict") == "passed"
-    want_fail = expect.get(ex) == "build"
-    if built == want_fail:
-        bad += 1
-        print(f"{ex}: starter {'built' if built else 'did not build'}, manifest says fails_at={expect.get(ex) or '-'}: {r.get('headline')}")
-print(f"{len(reports)} starters built as their manifests say" if not bad else f"{bad} starters wrong")
-sys.exit(1 if bad else 0)
+    return mid, kind.group(1) if kind else "", fails.group(1) if fails else ""
+
+
+def variant_entries(text):
+    """[(name, expect, [message words])] of the manifest's variants block."""
+    m = re.search(r"^variants:[ \t]*\n((?:[ \t]+.*\n|[ \t]*#.*\n|[ \t]*\n|-.*\n)*)", text + "\n", re.M)
+    if not m:
+        return []
+    out = []
+    for entry in re.split(r"\n?[ \t]*-[ \t]+(?=\{|name:)", m.group(1)):
+        name = re.search(r"\bname:\s*\"?([\w.-]+)", entry)
+        if not name:
+            continue
+        expect = re.search(r"\bexpect:\s*\"?(\w+)", entry)
+        words = []
+        msg = re.search(r"\bmessage:\s*\[([^\]]*)\]", entry)
+        if msg:
+            words = [w.strip().strip("\"'") for w in re.findall(r"\"[^\"]*\"|'[^']*'|[^,]+", msg.group(1))]
+            words = [w for w in words if w]
+        out.append((name.group(1), expect.group(1) if expect else "", words))
+    return out
+
+
+def check_starters(build_json, root):
+    reports = json.load(open(build_json))
+    if isinstance(reports, dict):
+        reports = reports.get("reports", [])
+    expect = {}
+    for m in pathlib.Path(root).glob("exercises/*/*/exercise.yaml"):
+        mid, _, fails = manifest_fields(m.read_text())
+        expect[mid] = fails
+    bad = 0
+    for r in reports:
+        ex = r.get("exercise")
+        built = r.get("verdict") == "passed"
+        want_fail = expect.get(ex) == "build"
+        if built == want_fail:
+            bad += 1
+            print(f"{ex}: starter {'built' if built else 'did not build'}, manifest says fails_at={expect.get(ex) or '-'}: {r.get('headline')}")
+    print(f"{len(reports)} starters built as their manifests say" if not bad else f"{bad} starters wrong")
+    return 1 if bad else 0
+
+
+def check_variants(root, binary, prefix=""):
+    bad = checked = 0
+    for m in sorted(pathlib.Path(root).glob("exercises/*/*/exercise.yaml")):
+        text = m.read_text()
+        mid, kind, _ = manifest_fields(text)
+        if kind not in ("cuda", "c") or not mid.startswith(prefix):
+            continue
+        entries = variant_entries(text)
+        folders = sorted(p.name for p in (m.parent / "variants").glob("*") if p.is_dir())
+        if sorted(e[0] for e in entries) != folders:
+            bad += 1
+            print(f"{mid}: variants read from the manifest {sorted(e[0] for e in entries)} do not match the folders {folders}")
+            continue
+        for name, expect, words in entries:
+            checked += 1
+            proc = subprocess.run([binary, "build", mid, "--variant", name, "--json"], capture_output=True, text=True)
+            try:
+                doc = json.loads(proc.stdout)
+                r = doc["reports"][0] if isinstance(doc, dict) else doc[0]
+            except (ValueError, KeyError, IndexError):
+                bad += 1
+                print(f"{mid} variant {name}: no JSON report (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+                continue
+            verdict, stage = r.get("verdict"), r.get("stage")
+            text_all = json.dumps(r).lower()
+            if expect in ("build", "policy"):
+                ok = verdict == "failed" and stage == expect
+                missing = [w for w in words if w.lower() not in text_all]
+                if ok and missing:
+                    ok = False
+                    why = f"the report lacks {missing}"
+                else:
+                    why = f"ended {verdict} at {stage}: {r.get('headline')}"
+            else:
+                ok = verdict == "passed"
+                why = f"expected to build and pass policy (expect {expect}), ended {verdict} at {stage}: {r.get('headline')}"
+            if not ok:
+                bad += 1
+                print(f"{mid} variant {name}: {why}")
+    print(f"{checked} cuda/c variants built as their manifests say" if not bad else f"{bad} of {checked} variant builds wrong")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "--variants":
+        sys.exit(check_variants(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else ""))
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    sys.exit(check_starters(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,289 @@
+/*
+ * driver.cu — module4/put-bandwidth (course-owned).
+ *
+ * One process per GPU, one NVSHMEM PE each (mgpu_nvshmem_init: unique id through the harness's
+ * rendezvous). Every PE sends to the next one, (me + 1) mod npes, at the same time.
+ *
+ * Correctness, per case (n = bytes; 1, 15, primes, a multiple of 8 that is not one of 16,
+ * and a prime just under 256 MiB), two iterations with new data:
+ *   - dst is symmetric (nvshmem_malloc) with 4 KiB guard bands; every PE poisons its dst (0xFF)
+ *     and the PEs meet before anyone sends;
+ *   - the driver queues, on the stream it hands you, a 20 ms sleep and then the fill of src
+ *     with a byte pattern of (seed, iteration, sending PE): a put that does not wait for the
+ *     stream's earlier work sends poison or the previous iteration's bytes;
+ *   - put_to_peer (yours); the driver waits for that stream only, meets the other PEs (the
+ *     harness's file barrier: host threads only) and every PE compares its dst, every byte,
+ *     with what the previous PE sent, reading it with the copy engine. Work left running on a
+ *     stream the caller's stream does not wait for is still running then.
+ * Performance ("256MiB"): your put against cudaMemcpyAsync of the same bytes from src to the
+ * peer's dst, at the address nvshmem_ptr gives for it (the copy engine over NVLink), timed in
+ * the same run, alternating, all PEs sending at once. Metric: algorithm bandwidth, bytes/time.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "put-bandwidth.h"
+
+enum { kIterations = 2, kGuard = 4096 };
+static const long long kDelayNs = 20LL * 1000 * 1000; /* before the fill of src */
+static const size_t kStage = (size_t)64 << 20;         /* host staging for the comparison */
+
+/* Sleeps `ns` nanoseconds of the GPU's global timer. */
+__global__ void delay_kernel(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+}
+
+/* The pattern "iteration" of the bytes PE `sender` sends in iteration `it`. */
+static int pattern_id(int it, int sender) { return 1 + it * 4096 + sender; }
+
+/* A guarded buffer in NVSHMEM's symmetric heap (collective). */
+static mgpu_buf sym_alloc(size_t bytes, int device) {
+  mgpu_buf b;
+  memset(&b, 0, sizeof b);
+  b.base = nvshmem_malloc(bytes + 2 * (size_t)kGuard);
+  if (!b.base) mgpu_fail("driver", "nvshmem_malloc", __FILE__, __LINE__, 0, "out of symmetric memory (NVSHMEM_SYMMETRIC_SIZE)");
+  b.guard = kGuard;
+  b.ptr = (char *)b.base + kGuard;
+  b.bytes = bytes;
+  b.device = device;
+  mgpu_poison(&b, 0);
+  MGPU_CUDA(cudaStreamSynchronize(0));
+  return b;
+}
+
+static void sym_free(mgpu_buf *b) {
+  nvshmem_free(b->base);
+  memset(b, 0, sizeof *b);
+}
+
+/* What the comparison of one iteration found. */
+typedef struct diff {
+  long long bad, unwritten;
+  long long first;       /* offset of the first wrong byte; -1 when none */
+  long long tail_ff;     /* length of the run of 0xFF bytes (poison) that ends dst */
+} diff;
+
+static void note_byte(mgpu_result *r, diff *d, long long i, uint8_t got, uint8_t want) {
+  if (got == 0xFF) {
+    r->unwritten++;
+    d->unwritten++;
+  } else {
+    r->bad++;
+    d->bad++;
+  }
+  if (d->first < 0) d->first = i;
+  if (r->nfirst < 8) {
+    mgpu_mismatch *m = &r->first[r->nfirst++];
+    m->i = i;
+    if (got == 0xFF)
+      snprintf(m->got, sizeof m->got, "0xff(poison)");
+    else
+      snprintf(m->got, sizeof m->got, "0x%02x", got);
+    snprintf(m->want, sizeof m->want, "0x%02x", want);
+  }
+}
+
+/* Compares dst with want (both on this GPU), every byte, through pinned host memory. */
+static diff compare(mgpu_result *r, const mgpu_buf *dst, const mgpu_buf *want, uint8_t *h_got,
+                    uint8_t *h_want, cudaStream_t stream) {
+  diff d = {0, 0, -1, 0};
+  const size_t n = dst->bytes;
+  for (size_t off = 0; off < n; off += kStage) {
+    const size_t m = n - off < kStage ? n - off : kStage;
+    MGPU_CUDA(cudaMemcpyAsync(h_got, (const char *)dst->ptr + off, m, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaMemcpyAsync(h_want, (const char *)want->ptr + off, m, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    size_t ff = 0; /* this chunk's trailing 0xFF bytes */
+    while (ff < m && h_got[m - 1 - ff] == 0xFF) ff++;
+    d.tail_ff = ff == m ? d.tail_ff + (long long)m : (long long)ff;
+    for (size_t b = 0; b < m; b += 4096) {
+      const size_t k = m - b < 4096 ? m - b : 4096;
+      if (memcmp(h_got + b, h_want + b, k) == 0) continue;
+      for (size_t j = b; j < b + k; j++)
+        if (h_got[j] != h_want[j]) note_byte(r, &d, (long long)(off + j), h_got[j], h_want[j]);
+    }
+    r->checked += (long long)m;
+  }
+  return d;
+}
+
+static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
+  const int me = ctx->rank, npes = ctx->world;
+  const int next = (me + 1) % npes, prev = (me + npes - 1) % npes;
+  const size_t bytes = (size_t)c->n;
+  const size_t stage = bytes < kStage ? bytes : kStage;
+
+  mgpu_buf dst = sym_alloc(bytes, ctx->device);
+  mgpu_buf src = mgpu_alloc(bytes, ctx->device);
+  mgpu_buf want = mgpu_alloc(bytes, ctx->device);
+  uint8_t *h_got, *h_want;
+  MGPU_CUDA(cudaMallocHost((void **)&h_got, stage));
+  MGPU_CUDA(cudaMallocHost((void **)&h_want, stage));
+
+  mgpu_result r;
+  mgpu_result_init(&r, c->n);
+  r.checked = 0;
+  diff worst = {0, 0, -1, 0};
+  int worst_it = -1;
+  long long guard_hits = 0;
+  for (int it = 0; it < kIterations; it++) {
+    /* What must arrive, made now: after the put the comparison needs no kernel of the
+     * driver's (the GPU may be busy with a put that is still running). */
+    mgpu_fill_pattern(want.ptr, bytes, ctx->seed, pattern_id(it, prev), stream);
+    mgpu_poison(&dst, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    nvshmem_barrier_all(); /* every dst is poisoned before anyone sends */
+
+    delay_kernel<<<1, 1, 0, stream>>>(kDelayNs);
+    MGPU_KERNEL();
+    mgpu_fill_pattern(src.ptr, bytes, ctx->seed, pattern_id(it, me), stream);
+    put_to_peer(dst.ptr, src.ptr, bytes, next, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    /* The PEs meet through the harness's file rendezvous: host threads only, no GPU work, so
+     * the comparison (copy-engine reads of dst) starts right away even if a put left running
+     * outside the caller's stream still occupies the SMs. */
+    char tag[96];
+    snprintf(tag, sizeof tag, "sent-%s-%d", c->name, it);
+    mgpu_barrier(ctx, tag);
+
+    diff d = compare(&r, &dst, &want, h_got, h_want, stream);
+    /* The report explains one iteration: the first with wrong (not poison) bytes, else the
+     * one with the most poison left. */
+    const int worst_has_bad = worst_it >= 0 && worst.bad > 0;
+    if (!worst_has_bad && (d.bad > 0 || d.unwritten > worst.unwritten)) {
+      worst = d;
+      worst_it = it;
+    }
+    guard_hits += mgpu_guard_hits(&dst) + mgpu_guard_hits(&src);
+  }
+  r.guard_hits = guard_hits;
+
+  const long long wrong = worst.bad + worst.unwritten;
+  if (wrong > 0 && worst.bad == 0 && worst.tail_ff == c->n)
+    snprintf(r.msg, sizeof r.msg,
+             "PE %d: none of the %lld bytes from PE %d (its previous PE) arrived in iteration %d: "
+             "dst is still the poison, every byte",
+             me, c->n, prev, worst_it);
+  else if (wrong > 0 && worst.bad == 0 && worst.first >= c->n - worst.tail_ff)
+    snprintf(r.msg, sizeof r.msg,
+             "PE %d: the last %lld of %lld bytes from PE %d (its previous PE) are still the poison "
+             "(iteration %d, from offset %lld on): does every byte, up to the odd end, belong to "
+             "some block's share?",
+             me, c->n - worst.first, c->n, prev, worst_it, worst.first);
+  else if (wrong > 0 && worst.bad == 0)
+    snprintf(r.msg, sizeof r.msg,
+             "PE %d: %lld of %lld bytes from PE %d (its previous PE) are still the poison after the "
+             "caller's stream had passed your work (iteration %d, first at offset %lld): the whole "
+             "transfer must be ordered on that stream and complete (nvshmem_quiet) when it ends",
+             me, wrong, c->n, prev, worst_it, worst.first);
+  else if (wrong > 0)
+    snprintf(r.msg, sizeof r.msg,
+             "PE %d: %lld of %lld bytes differ from what PE %d (its previous PE) put in iteration %d "
+             "(%lld are still the poison, first wrong byte at offset %lld): stale bytes mean the "
+             "put read src before the work queued ahead of it on the stream had written it",
+             me, wrong, c->n, prev, worst_it, worst.unwritten, worst.first);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg,
+             "%lld guard bytes around dst or src changed: write dst[0..%lld) on the peer and "
+             "nothing else",
+             r.guard_hits, c->n);
+  mgpu_record_case(c->name, &r, 0);
+
+  MGPU_CUDA(cudaFreeHost(h_want));
+  MGPU_CUDA(cudaFreeHost(h_got));
+  mgpu_free(&want);
+  mgpu_free(&src);
+  sym_free(&dst);
+}
+
+/* ---- timing ------------------------------------------------------------------------------ */
+
+typedef struct perf_bufs {
+  void *dst;      /* symmetric: the peer's copy is what your put writes */
+  void *peer_dst; /* the peer's dst as this GPU addresses it (nvshmem_ptr): the copy's target */
+  const void *src;
+  size_t bytes;
+  int next;
+} perf_bufs;
+
+static void op_put(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  put_to_peer(b->dst, b->src, b->bytes, b->next, stream);
+}
+
+static void op_copy_engine(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  MGPU_CUDA(cudaMemcpyAsync(b->peer_dst, b->src, b->bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
+  const int next = (ctx->rank + 1) % ctx->world;
+  const size_t bytes = (size_t)c->n;
+  mgpu_buf dst = sym_alloc(bytes, ctx->device);
+  mgpu_buf src = mgpu_alloc(bytes, ctx->device);
+  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 0, stream);
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+
+  perf_bufs b;
+  b.dst = dst.ptr;
+  b.peer_dst = nvshmem_ptr(dst.ptr, next);
+  b.src = src.ptr;
+  b.bytes = bytes;
+  b.next = next;
+  if (!b.peer_dst) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "nvshmem_ptr gives no address for PE %d's dst: NVSHMEM reaches it "
+             "without peer mapping, so the copy-engine baseline cannot address it", next);
+    mgpu_fail("driver", "nvshmem_ptr", __FILE__, __LINE__, 0, msg);
+  }
+  nvshmem_barrier_all();
+
+  mgpu_timing t;
+  memset(&t, 0, sizeof t);
+  t.case_name = c->name;
+  t.bytes = (double)bytes;
+  t.factor = 1.0;
+  t.metric = "algbw";
+  mgpu_time_pair(ctx, &t, op_put, &b, op_copy_engine, &b, stream);
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  nvshmem_barrier_all();
+
+  mgpu_free(&src);
+  sym_free(&dst);
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  cudaStream_t stream;
+
+  mgpu_init(&ctx, argc, argv);
+  /* The largest buffer is 256 MiB (+ guards) per PE, one at a time; leave room for NVSHMEM's
+   * allocator (3.4 rounds the heap up to its 512 MiB allocation granularity). Set before
+   * NVSHMEM starts, which is when it reads its environment. */
+  setenv("NVSHMEM_SYMMETRIC_SIZE", "512M", 1);
+  mgpu_nvshmem_init(&ctx);
+  if (nvshmem_my_pe() != ctx.rank || nvshmem_n_pes() != ctx.world) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "NVSHMEM says PE %d of %d, the launcher rank %d of %d",
+             nvshmem_my_pe(), nvshmem_n_pes(), ctx.rank, ctx.world);
+    mgpu_fail("harness", "mgpu_nvshmem_init", __FILE__, __LINE__, 0, msg);
+  }
+  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  for (int k = 0; k < ctx.ncases; k++) run_case(&ctx, &ctx.cases[k], stream);
+  if (ctx.perf)
+    for (int k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, &ctx.perf_cases[k], stream);
+
+  MGPU_CUDA(cudaStreamDestroy(stream));
+  nvshmem_finalize();
+  return mgpu_finish(&ctx);
+}

@@ -1,0 +1,419 @@
+/*
+ * driver.cu — module4/small-allreduce (course-owned).
+ *
+ * One process per GPU, each one NVSHMEM PE (mgpu_nvshmem_init), plus an NCCL communicator over
+ * the same processes for the baseline.
+ *
+ * Setup: allreduce_setup (yours) once; every PE checks that slots and signals lie in NVSHMEM's
+ * symmetric heap (nvshmem_ptr) and the PEs agree before the first call.
+ *
+ * Correctness, per case (n = floats per PE): kCalls calls queued back to back on the stream,
+ * each with its own input (exact integer values of (seed, PE, case, call)) and its own output
+ * (poisoned, guarded); the driver synchronizes only after the last one. Around the calls it
+ * pushes the PEs apart on purpose, a different PE each call:
+ *   - one PE starts the call 1 ms late (a sleeping kernel first on its stream): the others'
+ *     blocks and signals for this call land before its kernel starts, and they wait for it;
+ *   - another PE runs a busy kernel on a second stream alongside the call (300 us on every SM),
+ *     which slows its kernel down: its neighbours finish first and go on to their next call
+ *     while it is still adding this one's blocks.
+ * A signal of an earlier call taken for this call's, a slot overwritten by a faster PE's next
+ * call, a signal that overtakes its data: each leaves a wrong sum in some call on some PE. Every
+ * element of every output on every PE is compared exactly with the host sum (tolerance 0);
+ * mismatches are explained when they match a pattern (an earlier call's sum, a PE's block
+ * missing or from another call). Inputs must come back unchanged. A call that has not finished
+ * after 20 s is reported as a hang.
+ *
+ * Performance (headline 64KiB): allreduce_small against ncclAllReduce on the same buffers, in the
+ * same run (ABAB), metric "time" (ratio = NCCL time / yours). The other perf sizes show where
+ * the one-shot algorithm stops paying.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nccl.h>
+
+#include "small-allreduce.h"
+
+enum { kCalls = 6, kWatchdogS = 20 };
+static const long long kLateNs = 1000LL * 1000;   /* 1 ms */
+static const long long kBusyNs = 300LL * 1000;    /* 300 us */
+static const long long kMaxN = 16LL << 20;        /* floats: 64 MiB per PE */
+
+__device__ float busy_sink;
+
+/* Sleeps `ns` nanoseconds of the GPU's global timer. */
+__global__ void late_start(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+}
+
+/* Keeps every SM's issue slots busy for `ns` nanoseconds (launched on a second stream). */
+__global__ void busy(long long ns) {
+  unsigned long long t0, t;
+  float x = (float)threadIdx.x;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    for (int i = 0; i < 64; i++) x = x * 1.000001f + 0.5f;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+  if (x == -1.0f) busy_sink = x; /* never true; keeps the loop */
+}
+
+/* The input iteration of (case, call) for the exact values; the perf inputs apart. */
+static int data_iter(int case_index, int call) { return case_index * 64 + call; }
+static const int kPerfIter = 1 << 20;
+
+static void finish_or_fail(cudaStream_t stream, const mgpu_ctx *ctx, const char *what) {
+  const double t0 = mgpu_now_us();
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) MGPU_CUDA(e);
+    if (mgpu_now_us() - t0 > kWatchdogS * 1e6) {
+      char msg[512];
+      snprintf(msg, sizeof msg,
+               "%s did not finish within %d s on PE %d (%d PEs): a wait for a signal that never "
+               "comes. Does every PE put to every other PE? Is the value waited for one that "
+               "this call's puts actually write? Was a signal reset after a faster PE had "
+               "already set it for this call?",
+               what, kWatchdogS, ctx->rank, ctx->world);
+      mgpu_fail("learner", what, __FILE__, __LINE__, 0, msg);
+    }
+    usleep(200);
+  }
+}
+
+/* ---- setup check ------------------------------------------------------------------------- */
+
+enum { kSetupOK = 0, kSlotsNull, kSlotsNotSymmetric, kSlotsSmall, kSignalsNull,
+       kSignalsNotSymmetric };
+
+static int judge_setup(const allreduce *ar, size_t max_n, int me, int npes) {
+  if (!ar->slots) return kSlotsNull;
+  if (!nvshmem_ptr(ar->slots, me)) return kSlotsNotSymmetric;
+  const size_t need = (size_t)(npes - 1) * max_n * sizeof(float);
+  if (ar->slots_bytes < need || ar->slots_bytes == 0 ||
+      !nvshmem_ptr((const char *)ar->slots + ar->slots_bytes - 1, me))
+    return kSlotsSmall;
+  if (!ar->signals || ar->signals_count == 0) return kSignalsNull;
+  if (!nvshmem_ptr(ar->signals, me) || !nvshmem_ptr(ar->signals + ar->signals_count - 1, me))
+    return kSignalsNotSymmetric;
+  return kSetupOK;
+}
+
+static int agree_setup(mgpu_ctx *ctx, int mine, int *what) {
+  int bad = -1;
+  for (int r = 0; r < ctx->world; r++) {
+    char key[64];
+    int v = r == ctx->rank ? mine : 0;
+    snprintf(key, sizeof key, "allreduce-setup-%d", r);
+    mgpu_share(ctx, key, &v, sizeof v, r);
+    if (v != kSetupOK && bad < 0) {
+      bad = r;
+      *what = v;
+    }
+  }
+  return bad;
+}
+
+static void setup_failed(const mgpu_case *c, int bad_pe, int what, size_t max_n, int npes) {
+  mgpu_result r;
+  mgpu_result_init(&r, c->n);
+  r.checked = r.unwritten = c->n;
+  const char *why;
+  switch (what) {
+  case kSlotsNull: why = "left slots NULL"; break;
+  case kSlotsNotSymmetric: why = "set slots to memory outside NVSHMEM's symmetric heap"; break;
+  case kSlotsSmall: why = "gave slots too small for the blocks of the other PEs"; break;
+  case kSignalsNull: why = "left signals NULL (or signals_count 0)"; break;
+  default: why = "set signals to memory outside NVSHMEM's symmetric heap"; break;
+  }
+  snprintf(r.msg, sizeof r.msg,
+           "allreduce_setup on PE %d %s (max_n %zu floats, %d PEs: slots need at least "
+           "(npes - 1) * max_n floats); no sum was computed. Puts and signals can only target "
+           "memory the other PEs can address: allocate slots and signals in the symmetric heap "
+           "(nvshmem_malloc / nvshmem_calloc), on every PE, same sizes, same order",
+           bad_pe, why, max_n, npes);
+  mgpu_record_case(c->name, &r, 1);
+}
+
+/* ---- correctness ------------------------------------------------------------------------- */
+
+/* Hypotheses for a wrong element, counted over all wrong elements of a case on this PE. */
+typedef struct diagnosis {
+  long long wrong;                       /* finite, wrong */
+  long long stale[kCalls];               /* the whole sum of call j */
+  long long *missing;                    /* [npes]: PE p's block left out */
+  long long *other_call;                 /* [npes * kCalls]: PE p's block from call j */
+  int first_call;                        /* first call with a mismatch, -1 when none */
+} diagnosis;
+
+static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t stream,
+                     cudaStream_t busy_stream, int sms) {
+  const mgpu_case *c = &ctx->cases[case_index];
+  const int me = ctx->rank, npes = ctx->world;
+  if (c->n < 1 || c->n > kMaxN) {
+    mgpu_result r;
+    mgpu_result_init(&r, 0);
+    snprintf(r.msg, sizeof r.msg, "case %s: n must be a float count in 1..%lld", c->name, kMaxN);
+    mgpu_record_case(c->name, &r, 1);
+    return;
+  }
+  const long long n = c->n;
+  const size_t bytes = (size_t)n * sizeof(float);
+  mgpu_buf in[kCalls], out[kCalls];
+  for (int k = 0; k < kCalls; k++) {
+    in[k] = mgpu_alloc(bytes, ctx->device);
+    out[k] = mgpu_alloc(bytes, ctx->device);
+    mgpu_fill_exact_f32((float *)in[k].ptr, n, ctx->seed, me, data_iter(case_index, k), stream);
+  }
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  mgpu_barrier(ctx, "case-start"); /* the pushes apart below are relative to a common start */
+
+  for (int k = 0; k < kCalls; k++) {
+    const int late = (k + case_index) % npes, slow = (k + case_index + 1) % npes;
+    if (me == late) {
+      late_start<<<1, 1, 0, stream>>>(kLateNs);
+      MGPU_KERNEL();
+    }
+    if (me == slow) {
+      busy<<<sms, 1024, 0, busy_stream>>>(kBusyNs);
+      MGPU_KERNEL();
+    }
+    allreduce_small(ar, (const float *)in[k].ptr, (float *)out[k].ptr, (size_t)n, stream);
+  }
+  finish_or_fail(stream, ctx, "allreduce_small");
+  MGPU_CUDA(cudaStreamSynchronize(busy_stream));
+
+  /* Host values: v[p][k][i] for every PE p and call k are recomputed on the fly from keys. */
+  uint64_t *keys = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)npes * kCalls);
+  float *host = NULL, *want = (float *)malloc(bytes * kCalls);
+  diagnosis d;
+  memset(&d, 0, sizeof d);
+  d.first_call = -1;
+  d.missing = (long long *)calloc((size_t)npes, sizeof(long long));
+  d.other_call = (long long *)calloc((size_t)npes * kCalls, sizeof(long long));
+  if (!keys || !want || !d.missing || !d.other_call)
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  MGPU_CUDA(cudaMallocHost((void **)&host, bytes));
+  for (int p = 0; p < npes; p++)
+    for (int k = 0; k < kCalls; k++)
+      keys[p * kCalls + k] = mgpu_exact_key(ctx->seed, p, data_iter(case_index, k));
+  for (int k = 0; k < kCalls; k++)
+    for (long long i = 0; i < n; i++) {
+      float s = 0.0f;
+      for (int p = 0; p < npes; p++) s += mgpu_exact_value_k(keys[p * kCalls + k], i);
+      want[(size_t)k * n + i] = s;
+    }
+
+  mgpu_result r;
+  mgpu_result_init(&r, n * kCalls);
+  long long in_changed = 0, guard_hits = 0;
+  for (int k = 0; k < kCalls; k++) {
+    MGPU_CUDA(cudaMemcpy(host, out[k].ptr, bytes, cudaMemcpyDeviceToHost));
+    const float *w = want + (size_t)k * n;
+    for (long long i = 0; i < n; i++) {
+      const long long bad0 = r.bad + r.unwritten;
+      mgpu_result_add(&r, (long long)k * n + i, host[i], w[i], 0.0);
+      if (r.bad + r.unwritten == bad0) continue;
+      if (d.first_call < 0) d.first_call = k;
+      if (isnan(host[i])) continue;
+      d.wrong++;
+      for (int j = 0; j < kCalls; j++)
+        if (j != k && host[i] == want[(size_t)j * n + i]) d.stale[j]++;
+      for (int p = 0; p < npes; p++) {
+        if (p == me) continue;
+        const float without_p = w[i] - mgpu_exact_value_k(keys[p * kCalls + k], i);
+        if (host[i] == without_p) d.missing[p]++;
+        for (int j = 0; j < kCalls; j++)
+          if (j != k && host[i] == without_p + mgpu_exact_value_k(keys[p * kCalls + j], i))
+            d.other_call[p * kCalls + j]++;
+      }
+    }
+    MGPU_CUDA(cudaMemcpy(host, in[k].ptr, bytes, cudaMemcpyDeviceToHost));
+    for (long long i = 0; i < n; i++)
+      in_changed += host[i] != mgpu_exact_value_k(keys[me * kCalls + k], i);
+    guard_hits += mgpu_guard_hits(&in[k]) + mgpu_guard_hits(&out[k]);
+  }
+  r.guard_hits = guard_hits;
+
+  /* The hypothesis that explains most wrong elements, if it explains at least half. */
+  long long best = 0;
+  int kind = 0, best_p = -1, best_j = -1;
+  for (int j = 0; j < kCalls; j++)
+    if (d.stale[j] > best) best = d.stale[j], kind = 1, best_j = j;
+  for (int p = 0; p < npes; p++) {
+    if (d.missing[p] > best) best = d.missing[p], kind = 2, best_p = p;
+    for (int j = 0; j < kCalls; j++)
+      if (d.other_call[p * kCalls + j] > best)
+        best = d.other_call[p * kCalls + j], kind = 3, best_p = p, best_j = j;
+  }
+  if (best * 2 < d.wrong || d.wrong == 0) kind = 0;
+
+  char head[200];
+  snprintf(head, sizeof head, "PE %d of %d, n = %lld floats, %d calls back to back", me, npes, n,
+           kCalls);
+  if (in_changed) {
+    snprintf(r.msg, sizeof r.msg,
+             "%s: in was modified (%lld elements no longer hold this PE's input): in is the "
+             "source of your puts, read it only",
+             head, in_changed);
+  } else if (r.bad || r.unwritten) {
+    char why[300] = "";
+    if (kind == 1)
+      snprintf(why, sizeof why,
+               " Most wrong elements hold the whole sum of call %d: a signal of another call "
+               "was taken for this call's.",
+               best_j + 1);
+    else if (kind == 2)
+      snprintf(why, sizeof why,
+               " In most wrong elements PE %d's block is missing from the sum: its data had not "
+               "landed when it was added (a signal ahead of its data, or no wait).",
+               best_p);
+    else if (kind == 3)
+      snprintf(why, sizeof why,
+               " In most wrong elements PE %d's block is the one of call %d, an earlier or later "
+               "call: a leftover signal was taken for this call's, or PE %d's next call "
+               "overwrote the slot while it was being added.",
+               best_p, best_j + 1, best_p);
+    snprintf(r.msg, sizeof r.msg,
+             "%s: out must hold the sum of every PE's in; first wrong in call %d, %lld elements "
+             "wrong and %lld still the poison over all calls.%s",
+             head, d.first_call + 1, r.bad, r.unwritten, why);
+  } else if (r.guard_hits) {
+    snprintf(r.msg, sizeof r.msg,
+             "%s: a write landed outside in or out (%lld guard bytes changed)", head, r.guard_hits);
+  }
+  mgpu_record_case(c->name, &r, in_changed != 0);
+
+  MGPU_CUDA(cudaFreeHost(host));
+  free(d.other_call);
+  free(d.missing);
+  free(want);
+  free(keys);
+  for (int k = 0; k < kCalls; k++) {
+    mgpu_free(&out[k]);
+    mgpu_free(&in[k]);
+  }
+}
+
+/* ---- performance ------------------------------------------------------------------------- */
+
+typedef struct timed {
+  allreduce *ar;
+  mgpu_buf in, out;
+  size_t n;
+  ncclComm_t comm;
+} timed;
+
+static void op_yours(void *arg, int iter, cudaStream_t stream) {
+  timed *t = (timed *)arg;
+  (void)iter;
+  allreduce_small(t->ar, (const float *)t->in.ptr, (float *)t->out.ptr, t->n, stream);
+}
+
+static void op_nccl(void *arg, int iter, cudaStream_t stream) {
+  timed *t = (timed *)arg;
+  (void)iter;
+  MGPU_NCCL(ncclAllReduce(t->in.ptr, t->out.ptr, t->n, ncclFloat, ncclSum, t->comm, stream));
+}
+
+static void run_perf(mgpu_ctx *ctx, allreduce *ar, const mgpu_case *c, ncclComm_t comm,
+                     cudaStream_t stream) {
+  if (c->n < 1 || c->n > kMaxN) {
+    mgpu_note("perf case %s: n must be a float count in 1..%lld; skipped", c->name, kMaxN);
+    return;
+  }
+  timed t;
+  t.ar = ar;
+  t.n = (size_t)c->n;
+  t.comm = comm;
+  t.in = mgpu_alloc(t.n * sizeof(float), ctx->device);
+  t.out = mgpu_alloc(t.n * sizeof(float), ctx->device);
+  mgpu_fill_exact_f32((float *)t.in.ptr, c->n, ctx->seed, ctx->rank, kPerfIter, stream);
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+
+  mgpu_timing tm;
+  memset(&tm, 0, sizeof tm);
+  tm.case_name = c->name;
+  tm.bytes = (double)t.n * sizeof(float);
+  tm.factor = 2.0 * (ctx->world - 1) / ctx->world;
+  tm.metric = "time";
+  mgpu_time_pair(ctx, &tm, op_yours, &t, op_nccl, &t, stream);
+  finish_or_fail(stream, ctx, "allreduce_small (timed)");
+  mgpu_free(&t.out);
+  mgpu_free(&t.in);
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  cudaStream_t stream, busy_stream;
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  int sms = 0;
+
+  mgpu_init(&ctx, argc, argv);
+  /* Two sets of slots for every PE at the largest size stay far below this; NVSHMEM reserves
+   * 1 GiB unless told otherwise. NCCL is the baseline here, so NVSHMEM is asked not to bring
+   * up one of its own. Both are read when NVSHMEM starts. */
+  setenv("NVSHMEM_SYMMETRIC_SIZE", "256M", 1);
+  setenv("NVSHMEM_DISABLE_NCCL", "1", 0);
+  mgpu_nvshmem_init(&ctx);
+  if (nvshmem_my_pe() != ctx.rank || nvshmem_n_pes() != ctx.world) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "NVSHMEM says PE %d of %d, the launcher rank %d of %d",
+             nvshmem_my_pe(), nvshmem_n_pes(), ctx.rank, ctx.world);
+    mgpu_fail("harness", "mgpu_nvshmem_init", __FILE__, __LINE__, 0, msg);
+  }
+  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  MGPU_CUDA(cudaStreamCreateWithFlags(&busy_stream, cudaStreamNonBlocking));
+  MGPU_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
+  mgpu_nccl_unique_id(&ctx, &id);
+  MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+
+  size_t max_n = 1;
+  for (int k = 0; k < ctx.ncases; k++)
+    if (ctx.cases[k].n > 0 && ctx.cases[k].n <= kMaxN && (size_t)ctx.cases[k].n > max_n)
+      max_n = (size_t)ctx.cases[k].n;
+  if (ctx.perf)
+    for (int k = 0; k < ctx.nperf_cases; k++)
+      if (ctx.perf_cases[k].n > 0 && ctx.perf_cases[k].n <= kMaxN &&
+          (size_t)ctx.perf_cases[k].n > max_n)
+        max_n = (size_t)ctx.perf_cases[k].n;
+
+  allreduce ar;
+  memset(&ar, 0, sizeof ar);
+  allreduce_setup(&ar, max_n);
+  int what = kSetupOK;
+  const int bad_pe = agree_setup(&ctx, judge_setup(&ar, max_n, ctx.rank, ctx.world), &what);
+  if (bad_pe >= 0) {
+    for (int k = 0; k < ctx.ncases; k++)
+      setup_failed(&ctx.cases[k], bad_pe, what, max_n, ctx.world);
+  } else {
+    for (int k = 0; k < ctx.ncases; k++) run_case(&ctx, &ar, k, stream, busy_stream, sms);
+    if (ctx.perf) {
+      for (int k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, &ar, &ctx.perf_cases[k], comm, stream);
+      if (ctx.rank == 0)
+        mgpu_note("every perf size is timed: the one-shot all-reduce moves (npes - 1) * n floats "
+                  "into every PE in one hop, NCCL's ring 2 (npes - 1) / npes * n in 2 (npes - 1) "
+                  "steps; the ratio per size shows where one stops paying for the other");
+    }
+  }
+
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  mgpu_barrier(&ctx, "teardown"); /* a PE that died fails here, not in NVSHMEM's barrier */
+  allreduce_teardown(&ar);
+  MGPU_NCCL(ncclCommDestroy(comm));
+  MGPU_CUDA(cudaStreamDestroy(busy_stream));
+  MGPU_CUDA(cudaStreamDestroy(stream));
+  nvshmem_finalize();
+  return mgpu_finish(&ctx);
+}
