@@ -1,0 +1,191 @@
+package csrc
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The Python harness's run-time integrity checks (docs/protocol.md §4), with a "learner" module
+// that does what the static policy would refuse, to prove the second line holds on its own.
+
+const evilLearner = `import torch
+def record(h):
+    h.note("forged")
+def rebind():
+    torch.isnan = lambda t: torch.zeros_like(t, dtype=torch.bool)
+class Sneaky(torch.Tensor):
+    pass
+def sneaky(t):
+    return t.as_subclass(Sneaky)
+`
+
+const guardDriver = `import sys, torch, mgpu_harness
+h = mgpu_harness.init(default_cases={"a": 4})
+ev = h.import_learner("evil")
+what = sys.argv[1]
+if what == "record":
+    ev.record(h)
+elif what == "rebind":
+    ev.rebind()
+    h.check_equal("a", torch.zeros(4), torch.zeros(4))
+elif what == "subclass":
+    h.check_equal("a", ev.sneaky(torch.zeros(4)), torch.zeros(4))
+elif what == "honest":
+    h.check_equal("a", torch.zeros(4), torch.zeros(4))
+sys.exit(h.finish())
+`
+
+// torchPython is a python that can import torch: $MGPU_LEARN_PYTHON, else the CI venv.
+func torchPython(t *testing.T) string {
+	t.Helper()
+	cands := []string{os.Getenv("MGPU_LEARN_PYTHON"), filepath.Join("..", ".tools", "venv", "bin", "python")}
+	for _, py := range cands {
+		if py == "" {
+			continue
+		}
+		if err := exec.Command(py, "-c", "import torch").Run(); err == nil {
+			return py
+		}
+	}
+	t.Skip("no python with torch (set MGPU_LEARN_PYTHON)")
+	return ""
+}
+
+func TestPythonHarnessGuards(t *testing.T) {
+	py := torchPython(t)
+	dir := t.TempDir()
+	for name, body := range map[string]string{"evil.py": evilLearner, "drv.py": guardDriver} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pyDir, _ := filepath.Abs("python")
+	for _, tc := range []struct {
+		what, last, want string
+		exit             int
+	}{
+		{"honest", "done", "", 0},
+		{"record", "error", "learner code asked the harness to write a 'note' record", 1},
+		{"rebind", "error", "torch.isnan was replaced", 1},
+		{"subclass", "done", "not a torch.Tensor", 0},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			run := filepath.Join(dir, tc.what)
+			cmd := exec.Command(py, filepath.Join(dir, "drv.py"), tc.what)
+			cmd.Env = append(os.Environ(), "MGPU_RUN_DIR="+run, "PYTHONPATH="+pyDir+string(os.PathListSeparator)+dir,
+				"MGPU_RECORDS=", "PYTHONDONTWRITEBYTECODE=1")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.exit {
+				t.Fatalf("exit %d, want %d\n%s", code, tc.exit, out)
+			}
+			f, err := os.Open(filepath.Join(run, "rank-0.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var recs []map[string]any
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var r map[string]any
+				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+					t.Fatalf("%q: %v", sc.Text(), err)
+				}
+				recs = append(recs, r)
+			}
+			last := recs[len(recs)-1]
+			if last["t"] != tc.last {
+				t.Fatalf("last record %v, want %q", last, tc.last)
+			}
+			all, _ := json.Marshal(recs)
+			if tc.want != "" && !strings.Contains(string(all), tc.want) {
+				t.Fatalf("records lack %q: %s", tc.want, all)
+			}
+			if tc.last == "error" && last["where"] != "policy" {
+				t.Fatalf("error not a policy error: %v", last)
+			}
+		})
+	}
+}
+
+func TestPythonPolicy(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	dir := t.TempDir()
+	evil := `import sys, torch
+import torch.distributed as dist
+import mgpu_harness
+h = sys.modules["mgpu_harness"]
+torch.eq = lambda a, b: True
+f = getattr(torch, "e" + "q")
+g = (lambda: 0).__globals__
+eval("1")
+open("/proc/self/mem")
+class T(torch.Tensor): pass
+class M:
+    def __eq__(self, o): return True
+import os
+os.write(3, b"x")
+`
+	honest := `import os
+import torch
+import torch.distributed as dist
+from torch import nn
+class MLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(d))
+    def forward(self, x):
+        rank = int(os.environ.get("LOCAL_RANK", "0"))
+        dist.all_reduce(x)
+        x.data = x.data / dist.get_world_size()
+        return getattr(x, "shape"), rank
+`
+	ep, hp := filepath.Join(dir, "evil.py"), filepath.Join(dir, "honest.py")
+	os.WriteFile(ep, []byte(evil), 0o644)
+	os.WriteFile(hp, []byte(honest), 0o644)
+	run := func(p string) []string {
+		out, err := exec.Command(py, filepath.Join("python", "mgpu_policy.py"), p).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l == "" {
+				continue
+			}
+			var f struct {
+				Line int
+				What string
+			}
+			if err := json.Unmarshal([]byte(l), &f); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, strconv.Itoa(f.Line)+" "+f.What)
+		}
+		return lines
+	}
+	if got := run(hp); len(got) != 0 {
+		t.Fatalf("honest code refused: %q", got)
+	}
+	got := strings.Join(run(ep), "\n")
+	for _, want := range []string{"3 import mgpu_harness", "4 sys.modules", "5 torch.eq = ...", "6 getattr(..., <computed name>)",
+		"7 .__globals__", "8 eval", "9 open", "10 class T(torch.Tensor)", "12 def __eq__", "14 os.write"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no finding %q in:\n%s", want, got)
+		}
+	}
+}
