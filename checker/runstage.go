@@ -416,9 +416,13 @@ func (k *check) checkRun(rr *runResult) bool {
 		if call == "" {
 			call = "a checked call"
 		}
-		headline := fmt.Sprintf("rank %d: %s failed at %s: %s", r, call, loc, er.Msg)
+		at := ""
+		if loc != "" {
+			at = " at " + loc
+		}
+		headline := fmt.Sprintf("rank %d: %s failed%s: %s", r, call, at, er.Msg)
 		var b strings.Builder
-		fmt.Fprintf(&b, "Rank %d stopped: %s failed at %s", r, call, loc)
+		fmt.Fprintf(&b, "Rank %d stopped: %s failed%s", r, call, at)
 		if er.Code != 0 {
 			fmt.Fprintf(&b, " (code %d)", er.Code)
 		}

@@ -139,6 +139,15 @@ void mgpu_check_cuda(cudaError_t err, const char *call, const char *file, int li
 void mgpu_check_kernel(const char *file, int line);
 #define MGPU_KERNEL() mgpu_check_kernel(__FILE__, __LINE__)
 
+/* Waits until the work queued on `stream` so far has finished, for at most timeout_s seconds.
+ * Work still running then is the learner's hang: an error record (where "learner", call `what`)
+ * saying "<what> did not finish within N s on rank r of w: <hint>", and exit 1. Errors the
+ * stream reports are checked like MGPU_CUDA. Call it after learner code whose kernels wait on
+ * other ranks from the device (NVSHMEM signals, flags in peer memory), so that a wait that never
+ * ends is named with the rank it hangs on instead of running into the job's timeout. */
+void mgpu_wait_or_hang(const mgpu_ctx *ctx, cudaStream_t stream, double timeout_s,
+                       const char *what, const char *hint);
+
 /* A device buffer with guard bands on both sides, poisoned when allocated. */
 typedef struct mgpu_buf {
   void *ptr;    /* what the learner gets */

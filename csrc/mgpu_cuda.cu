@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MGPU_GUARD_BYTES 4096
 #define MGPU_GUARD_KEY 0x6775617264626e64ULL /* "guardbnd" */
@@ -68,6 +69,29 @@ extern "C" void mgpu_check_cuda(cudaError_t err, const char *call, const char *f
 
 /* Set while a gated sample is being queued: synchronizing then would wait for the gate. */
 static int g_queueing_gated;
+
+extern "C" void mgpu_wait_or_hang(const mgpu_ctx *ctx, cudaStream_t stream, double timeout_s,
+                                  const char *what, const char *hint) {
+  cudaEvent_t ev;
+  const double t0 = mgpu_now_us();
+  if (!what) what = "the learner's work";
+  MGPU_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  MGPU_CUDA(cudaEventRecord(ev, stream));
+  for (;;) {
+    cudaError_t e = cudaEventQuery(ev);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) mgpu_check_cuda(e, what, "", 0);
+    if (mgpu_now_us() - t0 > timeout_s * 1e6) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s did not finish within %.0f s on rank %d of %d: %s", what,
+               timeout_s, ctx ? ctx->rank : -1, ctx ? ctx->world : 0,
+               hint && *hint ? hint : "a wait on the device for something no rank sends");
+      mgpu_fail("learner", what, "", 0, 0, msg);
+    }
+    usleep(200);
+  }
+  MGPU_CUDA(cudaEventDestroy(ev));
+}
 
 extern "C" void mgpu_check_kernel(const char *file, int line) {
   cudaError_t err = cudaGetLastError();

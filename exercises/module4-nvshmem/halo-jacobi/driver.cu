@@ -345,28 +345,13 @@ static int check_signals(mgpu_ctx *ctx, const halo_grid *g, char *why, size_t wh
 
 /* Waits until everything queued on s so far has finished, or blames a deadlock. */
 static void wait_or_deadlock(const mgpu_ctx *ctx, cudaStream_t s, const char *what) {
-  cudaEvent_t ev;
-  double t0;
-  MGPU_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  MGPU_CUDA(cudaEventRecord(ev, s));
-  t0 = mgpu_now_us();
-  for (;;) {
-    cudaError_t e = cudaEventQuery(ev);
-    if (e == cudaSuccess) break;
-    if (e != cudaErrorNotReady) MGPU_CUDA(e);
-    if (mgpu_now_us() - t0 > kWatchdogS * 1e6) {
-      char msg[512];
-      snprintf(msg, sizeof msg,
-               "the kernels queued by %s on PE %d have not finished after %.0f s (they take "
-               "milliseconds): a signal this PE waits for never arrives. Does every PE send to "
-               "the neighbour that waits for it, and wait for a value its neighbour really "
-               "reaches in that iteration?",
-               what, ctx->rank, kWatchdogS);
-      mgpu_fail("learner", "halo_jacobi", __FILE__, __LINE__, 0, msg);
-    }
-    usleep(200);
-  }
-  MGPU_CUDA(cudaEventDestroy(ev));
+  char hint[256];
+  snprintf(hint, sizeof hint,
+           "the kernels queued by %s take milliseconds; a signal this PE waits for never "
+           "arrives. Does every PE send to the neighbour that waits for it, and wait for a value "
+           "its neighbour really reaches in that iteration?",
+           what);
+  mgpu_wait_or_hang(ctx, s, kWatchdogS, "halo_jacobi", hint);
 }
 
 /* All PEs meet after their work has finished; then NVSHMEM completes every put. */

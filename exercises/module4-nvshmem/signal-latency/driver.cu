@@ -67,23 +67,10 @@ static int perf_key_iter(int pe) { return (1 << 24) + pe; }
 
 /* Waits for `stream` with a deadline; a call that never finishes is the learner's hang. */
 static void finish_or_fail(cudaStream_t stream, const mgpu_ctx *ctx, const char *what) {
-  const double t0 = mgpu_now_us();
-  for (;;) {
-    cudaError_t e = cudaStreamQuery(stream);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) MGPU_CUDA(e);
-    if (mgpu_now_us() - t0 > kWatchdogS * 1e6) {
-      char msg[512];
-      snprintf(msg, sizeof msg,
-               "%s did not finish within %d s on PE %d (%d PEs): a wait for a signal that never "
-               "comes. Is the message sent to the right PE (pairs 2i and 2i+1)? Is the value "
-               "waited for one the partner actually writes? Was a signal reset after the "
-               "partner had already set it?",
-               what, kWatchdogS, ctx->rank, ctx->world);
-      mgpu_fail("learner", what, __FILE__, __LINE__, 0, msg);
-    }
-    usleep(200);
-  }
+  mgpu_wait_or_hang(ctx, stream, kWatchdogS, what,
+                    "a wait for a signal that never comes. Is the message sent to the right PE "
+                    "(pairs 2i and 2i+1)? Is the value waited for one the partner actually "
+                    "writes? Was a signal reset after the partner had already set it?");
 }
 
 /* ---- setup check ------------------------------------------------------------------------- */

@@ -72,23 +72,10 @@ static int data_iter(int case_index, int call) { return case_index * 64 + call; 
 static const int kPerfIter = 1 << 20;
 
 static void finish_or_fail(cudaStream_t stream, const mgpu_ctx *ctx, const char *what) {
-  const double t0 = mgpu_now_us();
-  for (;;) {
-    cudaError_t e = cudaStreamQuery(stream);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) MGPU_CUDA(e);
-    if (mgpu_now_us() - t0 > kWatchdogS * 1e6) {
-      char msg[512];
-      snprintf(msg, sizeof msg,
-               "%s did not finish within %d s on PE %d (%d PEs): a wait for a signal that never "
-               "comes. Does every PE put to every other PE? Is the value waited for one that "
-               "this call's puts actually write? Was a signal reset after a faster PE had "
-               "already set it for this call?",
-               what, kWatchdogS, ctx->rank, ctx->world);
-      mgpu_fail("learner", what, __FILE__, __LINE__, 0, msg);
-    }
-    usleep(200);
-  }
+  mgpu_wait_or_hang(ctx, stream, kWatchdogS, what,
+                    "a wait for a signal that never comes. Does every PE put to every other PE? "
+                    "Is the value waited for one that this call's puts actually write? Was a "
+                    "signal reset after a faster PE had already set it for this call?");
 }
 
 /* ---- setup check ------------------------------------------------------------------------- */
