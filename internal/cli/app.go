@@ -235,8 +235,16 @@ func (a *App) confirm(question string, def bool) bool {
 	return false
 }
 
-// width is the terminal width for wrapping (COLUMNS, the terminal, or 80).
+// width is the width to wrap text at: the terminal's, else COLUMNS, else 80.
 func (a *App) width() int {
+	if w := a.columns(); w > 0 {
+		return w
+	}
+	return 80
+}
+
+// columns is the terminal's width, else COLUMNS when set; 0 when neither says.
+func (a *App) columns() int {
 	if f, ok := a.Out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 20 {
 			return w
@@ -245,7 +253,7 @@ func (a *App) width() int {
 	if c, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && c > 20 {
 		return c
 	}
-	return 80
+	return 0
 }
 
 func isTerminal(w io.Writer) bool {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
@@ -43,7 +44,9 @@ func newListCmd(app *App) *cobra.Command {
 			if asJSON {
 				return writeJSON(app.Out, out)
 			}
-			writeListing(app.Out, out)
+			if writeListing(app.Out, out, app.columns()) {
+				fmt.Fprintln(app.Err, "\n'mgpu-learn doctor' says what this machine lacks for each module, and how to get it.")
+			}
 			return nil
 		},
 	}
@@ -63,10 +66,15 @@ func (a *App) listing(ctx context.Context, c *course.Course, prog *workspace.Pro
 				ID: e.ID, Title: e.Title, Status: exerciseStatus(prog, e.ID),
 				GPUs: e.Requires.GPUs, Libs: e.Requires.Libs,
 			}
-			for _, r := range doctor.UnmetExercise(facts, &e.Manifest) {
+			rs := doctor.UnmetExercise(facts, &e.Manifest)
+			for _, r := range rs {
 				le.Missing = append(le.Missing, r.What)
 			}
 			le.Runnable = len(le.Missing) == 0
+			if !le.Runnable {
+				lm.blocked++
+				lm.needs = mergeNeeds(lm.needs, needsOf(facts, &e.Manifest, rs))
+			}
 			if le.Status == statusPassed {
 				lm.Passed++
 			}
@@ -88,6 +96,9 @@ type listedModule struct {
 	Title     string           `json:"title"`
 	Passed    int              `json:"passed"`
 	Exercises []listedExercise `json:"exercises"`
+
+	blocked int    // exercises that can't run here
+	needs   []need // what they need that this machine lacks, merged
 }
 
 type listedExercise struct {
@@ -100,11 +111,28 @@ type listedExercise struct {
 	Missing  []string `json:"missing,omitempty"`
 }
 
-func writeListing(w io.Writer, l listing) {
+// writeListing prints the course map: per module a heading, one line saying what its
+// exercises need that this machine lacks (when something is; doctor says the rest), and one
+// line per exercise: id, status, requirements, whether it runs here, title. With width > 0
+// those lines are cut to width columns (an exercise's title gives way first); 0 leaves them
+// whole. It returns whether some exercise can't run here.
+func writeListing(w io.Writer, l listing, width int) bool {
+	blocked := false
 	fmt.Fprintln(w, l.Course)
 	for _, m := range l.Modules {
 		fmt.Fprintf(w, "\n%s  %s  (%d/%d passed)\n", m.ID, m.Title, m.Passed, len(m.Exercises))
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		var buf strings.Builder
+		switch {
+		case m.blocked == 0:
+		case m.blocked == len(m.Exercises):
+			fmt.Fprintf(&buf, "  can't run here: needs %s\n", sayNeeds(m.needs))
+		case m.blocked == 1:
+			fmt.Fprintf(&buf, "  1 of its %d exercises can't run here: it needs %s\n", len(m.Exercises), sayNeeds(m.needs))
+		default:
+			fmt.Fprintf(&buf, "  %d of its %d exercises can't run here: they need %s\n", m.blocked, len(m.Exercises), sayNeeds(m.needs))
+		}
+		blocked = blocked || m.blocked > 0
+		tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 		for _, e := range m.Exercises {
 			needs := fmt.Sprintf("%d GPU", e.GPUs)
 			if e.GPUs != 1 {
@@ -115,29 +143,59 @@ func writeListing(w io.Writer, l listing) {
 			}
 			here := "runs here"
 			if !e.Runnable {
-				here = "can't run here: " + strings.Join(e.Missing, "; ")
+				here = "can't run"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t[%s]\tneeds %s\t%s\n", e.ID, e.Title, e.Status, needs, here)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.ID, e.Status, needs, here, e.Title)
 		}
 		tw.Flush()
+		for _, line := range strings.SplitAfter(buf.String(), "\n") {
+			if line == "" {
+				continue
+			}
+			if width > 0 {
+				line = cutLine(strings.TrimSuffix(line, "\n"), width) + "\n"
+			}
+			io.WriteString(w, line)
+		}
 	}
+	return blocked
+}
+
+// cutLine cuts s to width columns, ending it with "…" when cut.
+func cutLine(s string, width int) string {
+	if ansi.StringWidth(s) <= width {
+		return s
+	}
+	return ansi.Truncate(s, width, "…")
 }
 
 func newShowCmd(app *App) *cobra.Command {
 	var page int
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "show <module|lesson|exercise>",
 		Short: "Read a lesson, a whole module's lessons, or an exercise's task",
-		Example: `  mgpu-learn show module0             # the module's lessons, page 1
+		Long: `show prints lessons and tasks formatted for the terminal. In a terminal a module is shown
+one page (one "##" section) at a time, starting where you last read; piped (to less, grep, a
+file) or with --all it prints the whole module, every lesson and every page in order, as plain
+text. Lines are wrapped at the terminal's width (COLUMNS, or 80, when piped).`,
+		Example: `  mgpu-learn show module0             # the module's lessons, page by page in a terminal
   mgpu-learn show module0 --page 3    # page 3 of the module
+  mgpu-learn show module0 | less      # the whole module (also: --all)
+  mgpu-learn show module0 | grep -n NVLink
   mgpu-learn show module0/peer-copy   # the exercise's task and your files`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if all && page != 0 {
+				return usageErrorf("--all and --page go one at a time: --all prints every page")
+			}
 			c, err := app.Course()
 			if err != nil {
 				return err
 			}
-			md, err := app.showMarkdown(c, args[0], page)
+			// Piped, a module prints whole (as man and gh do) unless a page is asked for.
+			whole := all || (page == 0 && !isTerminal(app.Out))
+			md, err := app.showMarkdown(c, args[0], page, whole)
 			if err != nil {
 				return err
 			}
@@ -150,11 +208,12 @@ func newShowCmd(app *App) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&page, "page", 0, "show page `N` (1-based) of a module or lesson; 0 shows a module's first page and a lesson whole")
+	cmd.Flags().BoolVar(&all, "all", false, "show a whole module, every lesson and page in order (what piped output gets)")
 	return cmd
 }
 
-// showMarkdown finds what `show` prints for an id.
-func (a *App) showMarkdown(c *course.Course, id string, page int) (string, error) {
+// showMarkdown finds what `show` prints for an id: with whole, all of a module's pages.
+func (a *App) showMarkdown(c *course.Course, id string, page int, whole bool) (string, error) {
 	if e := c.Exercise(id); e != nil {
 		return a.exerciseMarkdown(e)
 	}
@@ -162,6 +221,9 @@ func (a *App) showMarkdown(c *course.Course, id string, page int) (string, error
 		pages := modulePages(m)
 		if len(pages) == 0 {
 			return fmt.Sprintf("# %s\n\n%s\n", m.Title, m.Summary), nil
+		}
+		if whole {
+			return wholeModule(m, pages), nil
 		}
 		if page == 0 {
 			page = 1
@@ -187,7 +249,7 @@ func (a *App) showMarkdown(c *course.Course, id string, page int) (string, error
 				continue
 			}
 			if page == 0 {
-				return l.Body, nil
+				return withTitle(l, l.Body), nil
 			}
 			if page < 1 || page > len(l.Pages) {
 				return "", usageErrorf("%s has pages 1 to %d", l.ID, len(l.Pages))
@@ -196,6 +258,34 @@ func (a *App) showMarkdown(c *course.Course, id string, page int) (string, error
 		}
 	}
 	return "", usageErrorf("no module, lesson or exercise %q%s", id, suggest(c, id))
+}
+
+// wholeModule is every page of m in order, then its exercises.
+func wholeModule(m *course.Module, pages []modulePage) string {
+	var b strings.Builder
+	for i, p := range pages {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(strings.TrimRight(p.Markdown, "\n"))
+		b.WriteString("\n")
+	}
+	if len(m.Exercises) > 0 {
+		fmt.Fprintf(&b, "\n---\n\n## Exercises of %s\n\n", m.ID)
+		for _, e := range m.Exercises {
+			fmt.Fprintf(&b, "- `%s`: %s\n", e.ID, e.Title)
+		}
+		fmt.Fprintf(&b, "\n`mgpu-learn show %s` shows the first one's task.\n", m.Exercises[0].ID)
+	}
+	return b.String()
+}
+
+// withTitle puts the lesson's title on top of md unless md starts with a title of its own.
+func withTitle(l *course.Lesson, md string) string {
+	if strings.HasPrefix(strings.TrimSpace(md), "# ") || l.Title == "" {
+		return md
+	}
+	return "# " + l.Title + "\n\n" + md
 }
 
 type modulePage struct {
@@ -208,8 +298,8 @@ func modulePages(m *course.Module) []modulePage {
 	for _, l := range m.Lessons {
 		for i, p := range l.Pages {
 			md := p.Markdown
-			if i == 0 && !strings.HasPrefix(strings.TrimSpace(md), "# ") {
-				md = "# " + l.Title + "\n\n" + md
+			if i == 0 {
+				md = withTitle(l, md)
 			}
 			out = append(out, modulePage{Lesson: l, Markdown: md})
 		}

@@ -27,7 +27,7 @@ workspace when none is found.`,
 			if !isTerminal(app.Out) {
 				// No terminal to draw on: print the course map and where to resume.
 				p := app.progressOrEmpty()
-				writeListing(app.Out, app.listing(cmd.Context(), c, p))
+				writeListing(app.Out, app.listing(cmd.Context(), c, p), app.columns())
 				if p.LastExercise != "" {
 					fmt.Fprintf(app.Out, "\nYou were last working on %s in %s.\n", p.LastExercise, ws.Root)
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mgpu-learn/mgpu-learn/checker"
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/internal/doctor"
 	"github.com/mgpu-learn/mgpu-learn/internal/tui"
 	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
 	"github.com/mgpu-learn/mgpu-learn/runtime/probe"
@@ -25,8 +26,13 @@ func (a *App) runTUI(ctx context.Context, c *course.Course, ws *workspace.Worksp
 	return tui.Run(ctx, tui.Deps{
 		Course:    c,
 		Workspace: ws,
-		Unmet: func(e *course.Exercise) []string {
-			return machine{facts: probed()}.unmetExercise(e)
+		Unmet: func(e *course.Exercise) tui.Lack {
+			f := probed()
+			rs := doctor.UnmetExercise(f, &e.Manifest)
+			if len(rs) == 0 {
+				return tui.Lack{}
+			}
+			return tui.Lack{Needs: sayNeedsBriefly(needsOf(f, &e.Manifest, rs)), Reasons: rs}
 		},
 		NewChecker: func(ctx context.Context) (*checker.Checker, error) {
 			probed()

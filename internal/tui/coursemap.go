@@ -6,6 +6,8 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
 	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
@@ -167,20 +169,21 @@ func bar(n, total, w int) string {
 func (m *mapView) moduleLine(mod *course.Module) string {
 	st := m.s.st
 	passed := 0
-	locked := 0
+	cannot := 0
 	for _, e := range mod.Exercises {
 		if m.s.progress != nil && m.s.progress.Status(e.ID) == workspace.StatusPassed {
 			passed++
 		}
-		if why, _ := m.s.locked(e); len(why) > 0 {
-			locked++
+		if l, _ := m.s.lack(e); !l.CanRun() {
+			cannot++
 		}
 	}
 	right := fmt.Sprintf("%s %d/%d passed", bar(passed, len(mod.Exercises), 10), passed, len(mod.Exercises))
-	if locked > 0 && locked == len(mod.Exercises) {
-		right = st.warn.Render("locked") + " " + right
-	}
 	left := st.heading.Render(mod.Title) + st.dim.Render(" ("+mod.ID+")")
+	if cannot > 0 && cannot == len(mod.Exercises) {
+		word := cantRunWord(m.w-ansi.StringWidth(right)-1, ansi.Strip(left), "can't run here", "can't run")
+		right = st.warn.Render(word) + " " + right
+	}
 	return rightAlign(left, right, m.w)
 }
 
@@ -215,19 +218,41 @@ func (m *mapView) rowLine(i int) string {
 		status = m.s.progress.Status(e.ID)
 	}
 	mark, word := statusMark(status)
-	why, known := m.s.locked(e)
+	var style lipgloss.Style
+	lack, known := m.s.lack(e)
+	name := padRight(e.Name(), m.nameWidth())
+	left := "  " + cur + st.verdict(status).Render(mark) + " "
 	switch {
-	case len(why) > 0:
-		word = "locked"
+	case !lack.CanRun():
+		// What the machine lacks, when that leaves room for the title (30 columns, or all of
+		// a shorter one); else just that it can't run (the module's heading says "can't run
+		// here" too, and the line under the list says why for the exercise under the cursor).
+		word, style = cantRunWord(m.w-ansi.StringWidth(left+name+"  "), e.Title, lack.short(), "can't run"), st.warn
 	case !known:
 		word += " · …"
+		style = st.verdict(word)
+	default:
+		style = st.verdict(word)
 	}
-	name := padRight(e.Name(), m.nameWidth())
 	title := name + "  " + e.Title
 	if i == m.cursor {
 		title = st.sel.Render(title)
 	}
-	return rightAlign("  "+cur+st.verdict(status).Render(mark)+" "+title, st.verdict(word).Render(word), m.w)
+	return rightAlign(left+title, style.Render(word), m.w)
+}
+
+// cantRunWord is the first of words that leaves a title whole in room columns (the title, a
+// space, the word); the last one when none does, except that the first is kept as long as
+// the title keeps 30 columns.
+func cantRunWord(room int, title string, words ...string) string {
+	tw := ansi.StringWidth(title)
+	for i, w := range words {
+		left := room - 1 - ansi.StringWidth(w)
+		if left >= tw || (i == 0 && left >= 30) {
+			return w
+		}
+	}
+	return words[len(words)-1]
 }
 
 // nameWidth is the column width of exercise names.
@@ -248,13 +273,13 @@ func (m *mapView) details() []string {
 		return []string{st.dim.Render(r.module.Title + " · " + r.module.Summary)}
 	case r.exercise != nil:
 		e := r.exercise
-		why, known := m.s.locked(e)
+		lack, known := m.s.lack(e)
 		line := e.ID + " · " + e.Kind
 		switch {
 		case !known:
 			return []string{line + " · " + st.dim.Render("checking what this machine can run…")}
-		case len(why) > 0:
-			return []string{line + " · " + st.warn.Render("locked on this machine: ") + strings.Join(why, "; ")}
+		case !lack.CanRun():
+			return []string{line + " · " + st.warn.Render("can't run on this machine: ") + lack.missing()}
 		}
 		return []string{line + " · " + st.ok.Render("runs on this machine")}
 	}

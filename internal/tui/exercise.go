@@ -139,18 +139,18 @@ func (x *exerciseView) header() []string {
 			status += st.dim.Render(" (v shows it)")
 		}
 	}
-	why, known := x.s.locked(e)
+	lack, known := x.s.lack(e)
 	switch {
 	case !known:
 		status += " · " + st.dim.Render("checking this machine…")
-	case len(why) > 0:
-		status += " · " + st.warn.Render("locked on this machine")
+	case !lack.CanRun():
+		status += " · " + st.warn.Render(lack.short())
 	default:
 		status += " · " + st.ok.Render("runs here")
 	}
 	lines = append(lines, status)
-	if len(why) > 0 {
-		reason := wrap(strings.Join(why, "; "), x.w, 2)
+	if !lack.CanRun() {
+		reason := wrap(lack.missing()+" ("+doctorHint+")", x.w, 2)
 		if len(reason) > 2 {
 			reason = reason[:2]
 			reason[1] = fit(reason[1]+" …", x.w)
@@ -241,8 +241,8 @@ func (x *exerciseView) needsPrediction() bool {
 
 // requestCheck starts a check, or first asks for the prediction.
 func (x *exerciseView) requestCheck() tea.Cmd {
-	if why, known := x.s.locked(x.e); known && len(why) > 0 {
-		x.s.flashErr("This machine cannot run this exercise: " + strings.Join(why, "; "))
+	if l, known := x.s.lack(x.e); known && !l.CanRun() {
+		x.s.flashErr(cantRunMessage(l))
 		return nil
 	}
 	for name, p := range x.s.ws.Files(x.e) {

@@ -33,6 +33,9 @@ var goldenScreens = []struct {
 		h.openExercise("module0/sum")
 		h.press("h")
 	}},
+	{"exercise-cant-run", func(h *harness) {
+		h.openExercise("module1/ring")
+	}},
 	{"exercise-reset", func(h *harness) {
 		h.openExercise("module0/sum")
 		h.press("r")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mgpu-learn/mgpu-learn/checker"
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/internal/doctor"
 	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
 )
 
@@ -45,6 +46,9 @@ course checks your code.
 
 The checker starts two ranks. Each one adds two vectors of its own and reports the result.
 Both ranks must agree before a check passes.
+
+- Each one works on its own part: a vector of n elements, split in two halves by the
+  driver before the check starts, and put back together after it.
 
 ## Checking
 
@@ -84,7 +88,7 @@ hints:
 starter:
   fails_at: correctness
 `)},
-	"exercises/module0-basics/sum/task.md":        {Data: []byte("# Add two vectors\n\nWrite `sum(a, b, out, n)` so that `out[i] = a[i] + b[i]` for every `i`.\n\n## Rules\n\n- Do not call `lib_sum`.\n- Touch nothing past `out[n-1]`.\n")},
+	"exercises/module0-basics/sum/task.md":        {Data: []byte("# Add two vectors\n\nWrite `sum(a, b, out, n)` so that `out[i] = a[i] + b[i]` for every `i`.\n\n## Rules\n\n- Do not call `lib_sum`.\n- Touch nothing past `out[n-1]`: the driver puts guard bands after the output and checks\n  that every byte of them is unchanged after each call.\n")},
 	"exercises/module0-basics/sum/driver.c":       {Data: []byte("int main(void){return 0;}\n")},
 	"exercises/module0-basics/sum/starter/sum.c":  {Data: []byte("void sum(const float *a, const float *b, float *out, long n) {\n    /* your loop here */\n}\n")},
 	"exercises/module0-basics/sum/solution/sum.c": {Data: []byte("void sum(const float *a, const float *b, float *out, long n) {\n    for (long i = 0; i < n; i++) out[i] = a[i] + b[i];\n}\n")},
@@ -155,12 +159,13 @@ func loadTestCourse(t testing.TB) *course.Course {
 	return c
 }
 
-// fakeUnmet locks the exercises that need GPUs.
-func fakeUnmet(e *course.Exercise) []string {
+// fakeUnmet says the exercises that need GPUs can't run here.
+func fakeUnmet(e *course.Exercise) Lack {
 	if e.Requires.GPUs > 0 {
-		return []string{"4 GPUs (this machine has none)"}
+		return Lack{Needs: "4 GPUs", Reasons: []doctor.Reason{{Need: doctor.NeedGPUs,
+			What: "needs 4 GPUs; this machine has none", Fix: "run it on a machine with 4 GPUs"}}}
 	}
-	return nil
+	return Lack{}
 }
 
 // clock is a settable time shared with the check's goroutine.
@@ -424,6 +429,16 @@ func (h *harness) mustShow(words ...string) {
 	for _, w := range words {
 		if !strings.Contains(v, w) {
 			h.t.Fatalf("the screen lacks %q:\n%s", w, v)
+		}
+	}
+}
+
+func (h *harness) mustNotShow(words ...string) {
+	h.t.Helper()
+	v := h.view()
+	for _, w := range words {
+		if strings.Contains(v, w) {
+			h.t.Fatalf("the screen shows %q:\n%s", w, v)
 		}
 	}
 }

@@ -45,7 +45,7 @@ type (
 	toggleWatchMsg  struct{}
 	showResultMsg   struct{}
 	exerciseKeyMsg  struct{ k tea.KeyMsg }
-	unmetMsg        struct{ m map[string][]string }
+	unmetMsg        struct{ m map[string]Lack }
 	reflowMsg       struct{ seq int }
 	tickMsg         struct{}
 )
@@ -127,7 +127,7 @@ func (m *model) probeCmd() tea.Cmd {
 	unmet := m.s.d.Unmet
 	exs := m.s.course.Exercises()
 	return func() tea.Msg {
-		res := map[string][]string{}
+		res := map[string]Lack{}
 		for _, e := range exs {
 			if unmet != nil {
 				res[e.ID] = unmet(e)
@@ -465,8 +465,8 @@ func (m *model) watchCheck() tea.Cmd {
 	if m.ex.needsPrediction() {
 		return m.ex.requestCheck()
 	}
-	if why, known := m.s.locked(e); known && len(why) > 0 {
-		m.s.flashErr("This machine cannot run this exercise: " + strings.Join(why, "; "))
+	if l, known := m.s.lack(e); known && !l.CanRun() {
+		m.s.flashErr(cantRunMessage(l))
 		return nil
 	}
 	return m.startCheck(e, true)

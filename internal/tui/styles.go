@@ -44,7 +44,7 @@ func (st styles) verdict(v string) lipgloss.Style {
 		return st.ok
 	case "failed", "FAIL", "error", "hung", "signaled", "killed", "suspect", "unseen":
 		return st.bad
-	case "refused", "inconclusive", "locked", "running", "building":
+	case "refused", "inconclusive", "running", "building":
 		return st.warn
 	}
 	return st.dim

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mgpu-learn/mgpu-learn/checker"
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/internal/doctor"
 	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
 )
 
@@ -23,9 +25,9 @@ import (
 type Deps struct {
 	Course    *course.Course
 	Workspace *workspace.Workspace
-	// Unmet lists what this machine lacks to run an exercise, in words; empty means it can run.
+	// Unmet says what this machine lacks to run an exercise; the zero Lack means it can run.
 	// It may be slow (it probes the machine once), so it is called off the update loop.
-	Unmet func(*course.Exercise) []string
+	Unmet func(*course.Exercise) Lack
 	// NewChecker returns a checker wired to this machine; the UI sets its Events.
 	NewChecker func(ctx context.Context) (*checker.Checker, error)
 	// Record saves a finished check in the progress record; nil records it here.
@@ -56,6 +58,38 @@ func Run(ctx context.Context, d Deps) error {
 	return err
 }
 
+// Lack is what this machine lacks to run one exercise (doctor's findings); the zero Lack:
+// nothing, the exercise runs here.
+type Lack struct {
+	// Needs says it in a few words, for a row of the course map: "2 GPUs, nvcc".
+	Needs string
+	// Reasons are doctor's, one per unmet requirement: what is missing here and how to get it.
+	Reasons []doctor.Reason
+}
+
+// CanRun reports whether nothing is lacking.
+func (l Lack) CanRun() bool { return len(l.Reasons) == 0 && l.Needs == "" }
+
+// short is the lack as a status: "can't run here (needs 2 GPUs)".
+func (l Lack) short() string {
+	if l.Needs == "" {
+		return "can't run here"
+	}
+	return "can't run here (needs " + l.Needs + ")"
+}
+
+// missing is what is missing, in doctor's words: "needs 2 GPUs; this machine has none; ...".
+func (l Lack) missing() string {
+	if len(l.Reasons) == 0 {
+		return "needs " + l.Needs
+	}
+	whats := make([]string, len(l.Reasons))
+	for i, r := range l.Reasons {
+		whats[i] = r.What
+	}
+	return strings.Join(whats, "; ")
+}
+
 // session is what every screen shares.
 type session struct {
 	d        Deps
@@ -66,7 +100,7 @@ type session struct {
 	st       styles
 	plain    bool
 	// unmet is nil until the machine has been probed.
-	unmet  map[string][]string
+	unmet  map[string]Lack
 	status flash
 
 	// Seams, replaced by tests.
@@ -169,10 +203,10 @@ func (s *session) record(e *course.Exercise, r *checker.Report) {
 	})
 }
 
-// locked is what this machine lacks for e; known reports whether the machine was probed yet.
-func (s *session) locked(e *course.Exercise) (reasons []string, known bool) {
+// lack is what this machine lacks for e; known reports whether the machine was probed yet.
+func (s *session) lack(e *course.Exercise) (l Lack, known bool) {
 	if s.unmet == nil {
-		return nil, false
+		return Lack{}, false
 	}
 	return s.unmet[e.ID], true
 }
@@ -181,6 +215,14 @@ func (s *session) locked(e *course.Exercise) (reasons []string, known bool) {
 type flash struct {
 	text string
 	err  bool
+}
+
+// doctorHint points to the details of what this machine lacks.
+const doctorHint = "mgpu-learn doctor says how to get what is missing"
+
+// cantRunMessage is the flash for a check this machine can't run.
+func cantRunMessage(l Lack) string {
+	return "This machine can't run this exercise: " + l.missing() + " (" + doctorHint + ")."
 }
 
 func (s *session) flashInfo(text string) { s.status = flash{text: text} }

@@ -16,8 +16,10 @@ func TestMapShowsModulesStatusAndLocks(t *testing.T) {
 	if h.m.screen != screenMap {
 		t.Fatalf("a new workspace opens on screen %d, want the map", h.m.screen)
 	}
-	h.mustShow("Basics", "0/2 passed", "lesson: Ranks and vectors", "sum", "allreduce", "GPUs", "ring", "locked")
-	// The cursor starts on the first lesson; moving onto the GPU exercise shows why it is locked.
+	h.mustShow("Basics", "0/2 passed", "lesson: Ranks and vectors", "sum", "allreduce", "GPUs", "ring",
+		"can't run here (needs 4 GPUs)")
+	h.mustNotShow("locked")
+	// The cursor starts on the first lesson; moving onto the GPU exercise shows why it can't run.
 	for h.m.cmap.selected().exercise == nil || h.m.cmap.selected().exercise.ID != "module1/ring" {
 		before := h.m.cmap.cursor
 		h.press("down")
@@ -25,7 +27,7 @@ func TestMapShowsModulesStatusAndLocks(t *testing.T) {
 			t.Fatal("the cursor never reached module1/ring")
 		}
 	}
-	h.mustShow("locked on this machine: 4 GPUs (this machine has none)")
+	h.mustShow("module1/ring · cuda · can't run on this machine: needs 4 GPUs; this machine has")
 	// Up from the top stays on the first row; the module headings are skipped.
 	h.press("home", "up")
 	if r := h.m.cmap.selected(); r.lesson == nil || r.lesson.ID != "module0/01-intro" {
@@ -411,12 +413,12 @@ func TestPredictionCanBeSkipped(t *testing.T) {
 func TestLockedExerciseIsNotChecked(t *testing.T) {
 	h := newHarness(t, 80, 24)
 	h.openExercise("module1/ring")
-	h.mustShow("locked on this machine", "  4 GPUs (this machine has none)")
+	h.mustShow("not started · can't run here (needs 4 GPUs)", "  needs 4 GPUs; this machine has none")
 	h.press("c")
 	if h.m.job != nil || h.fake.callCount() != 0 {
-		t.Fatal("a locked exercise was checked")
+		t.Fatal("an exercise this machine can't run was checked")
 	}
-	h.mustShow("This machine cannot run this exercise")
+	h.mustShow("This machine can't run this exercise: needs 4 GPUs")
 }
 
 func TestSolutionOnlyAfterPass(t *testing.T) {
