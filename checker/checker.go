@@ -287,11 +287,15 @@ func (k *check) environment(buildOnly bool) bool {
 	if e.Kind == "python" && k.c.Env.Python() == "" {
 		unmet = append(unmet, "a Python interpreter")
 	}
-	if !buildOnly && e.Launch.Launcher == launch.MPIRun && k.c.Env.MPI(e.Launch.CudaAwareMPI) == nil {
+	// The launch needs the MPI itself, whatever the requirements say: a cuda_aware_mpi exercise
+	// passes device pointers to MPI, and an MPI without CUDA support crashes on them, so
+	// never fall back to the plain one. (The environment's reasons usually say so already.)
+	if !buildOnly && e.Launch.Launcher == launch.MPIRun && k.c.Env.MPI(e.Launch.CudaAwareMPI) == nil && !mentionsMPI(unmet) {
 		if e.Launch.CudaAwareMPI {
-			unmet = append(unmet, "a CUDA-aware MPI (mpirun)")
+			unmet = append(unmet, "a CUDA-aware MPI to launch with mpirun, one whose MPIX_Query_cuda_support() returns 1 (Open MPI: `ompi_info --parsable --all` shows mpi_built_with_cuda_support:value:true); none was found, and the program passes device pointers to MPI, which crash an MPI without CUDA support"+
+				" — set MGPU_CUDA_MPI_HOME or MPI_HOME to a CUDA-aware MPI's prefix, or put one first on PATH")
 		} else {
-			unmet = append(unmet, "an MPI installation (mpirun)")
+			unmet = append(unmet, "an MPI installation with mpirun — install Open MPI (Debian/Ubuntu: apt install openmpi-bin libopenmpi-dev), or load your cluster's MPI module")
 		}
 	}
 	unmet = dedupe(unmet)
@@ -321,6 +325,16 @@ func (k *check) environment(buildOnly bool) bool {
 	}
 	k.done(StageEnvironment, StatusOK, detail)
 	return true
+}
+
+// mentionsMPI reports whether a list of unmet requirements already names MPI.
+func mentionsMPI(unmet []string) bool {
+	for _, u := range unmet {
+		if strings.Contains(u, "MPI") {
+			return true
+		}
+	}
+	return false
 }
 
 // buildRequirements are the requirements of compiling only: the compiler and the libraries

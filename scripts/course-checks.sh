@@ -6,6 +6,7 @@
 #   - every variant of the cuda and c exercises builds and goes through the policy stage as its
 #     manifest says (expect build/policy: fails there with the stated words; else: passes);
 #   - the CPU fixture course: solutions pass, starters and every variant fail at their stage;
+#   - module2 (CUDA-aware MPI) is refused, with its reason, on a machine without such an MPI;
 #   - the Python exercises on CPU (gloo) on 2 and 4 ranks: references pass, starters fail.
 # Ends with "N passed, N failed".
 set -uo pipefail
@@ -40,6 +41,17 @@ starters() {
 step "build all (starters compile unless marked)" starters
 step "variants build, policy variants fail at policy" python3 "$root/scripts/expect-builds.py" --variants "$root" "$bin"
 step "fixture course verify (CPU)" "$bin" --course "$root/testdata/fixture-course" course verify
+# module2 hands device pointers to MPI: without a CUDA-aware MPI (CI has Debian's plain Open
+# MPI) a check must be refused (exit 3) with the reason, never run.
+module2_refused() {
+  "$bin" check module2/pingpong --solution >"$tmp/m2.log" 2>&1
+  local rc=$?
+  cat "$tmp/m2.log"
+  [ $rc -eq 3 ] && grep -q "MPIX_Query_cuda_support" "$tmp/m2.log" && grep -q "built_with_cuda_support" "$tmp/m2.log"
+}
+if ! "$bin" doctor --json 2>/dev/null | grep -q '"cuda_mpi": *{'; then
+  step "module2 refused without a CUDA-aware MPI" module2_refused
+fi
 if [ -n "${MGPU_LEARN_PYTHON:-}" ]; then
   step "module1 on CPU, 2 ranks" "$bin" course verify module1 --ranks 2
   step "module1 on CPU, 4 ranks" "$bin" course verify module1 --ranks 4

@@ -128,10 +128,15 @@ func TestFourNVLinkGPUsWithoutCudaAwareMPI(t *testing.T) {
 	if m2.Runnable || m2.ExercisesRunnable != 0 || m2.ExercisesTotal != 1 || needs(m2.Missing) != NeedCudaAwareMPI {
 		t.Fatalf("module2 = %+v", m2)
 	}
-	want := "needs a CUDA-aware MPI: Open MPI built --with-cuda, or MPICH with CUDA; yours is Open MPI 4.1.6 without it"
-	if m2.Missing[0].What != want {
-		t.Errorf("what = %q\nwant %q", m2.Missing[0].What, want)
+	// The refusal names the run-time query and ompi_info's answer, and says why it matters.
+	what := m2.Missing[0].What
+	for _, w := range []string{"MPIX_Query_cuda_support", "mpi_built_with_cuda_support", "Open MPI 4.1.6 (" + filepath.Join(m.Bin, "mpirun") + ")",
+		"built without CUDA (built_with_cuda_support false)", "device pointer passed to it would crash"} {
+		if !strings.Contains(what, w) {
+			t.Errorf("what = %q lacks %q", what, w)
+		}
 	}
+	want := what
 	out := text(t, r)
 	contains(t, out,
 		"Driver   NVIDIA 580.159.04, CUDA 13.0",
@@ -150,7 +155,8 @@ func TestFourNVLinkGPUsWithoutCudaAwareMPI(t *testing.T) {
 		"Modules  (8 of 9 exercises can run here)",
 		"module2  no    0/1        CUDA-aware MPI",
 		"    - "+want,
-		"      fix: build Open MPI with --with-cuda",
+		"      fix: put a CUDA-aware MPI first on PATH",
+		"(looked on PATH, at $MGPU_CUDA_MPI_HOME, $MPI_HOME and /tmp/ompi-cuda)",
 		"module3  yes   2/2        NCCL",
 	)
 	if strings.Contains(out, "Problems") {
@@ -167,7 +173,18 @@ func TestCudaAwareMPIMakesModule2Runnable(t *testing.T) {
 	if m2 := row(t, r, "module2"); !m2.Runnable {
 		t.Fatalf("module2 = %+v", m2)
 	}
-	contains(t, text(t, r), "CUDA MPI  Open MPI 5.0.5", "CUDA-aware: yes (built with CUDA, mpi-ext.h MPIX_CUDA_AWARE_SUPPORT=1)")
+	contains(t, text(t, r), "CUDA MPI  Open MPI 5.0.5", "CUDA-aware: yes (built with CUDA, mpi-ext.h MPIX_CUDA_AWARE_SUPPORT=1)",
+		"    uses CUDA-aware MPI Open MPI 5.0.5 ("+filepath.Join(m.Root, "tmp", "ompi-cuda", "bin", "mpirun")+") from "+
+			filepath.Join(m.Root, "tmp", "ompi-cuda")+"; ompi_info: built with CUDA")
+}
+
+// A CUDA build switched off at run time is refused with that reason.
+func TestCudaMPISwitchedOffReason(t *testing.T) {
+	f := &probe.Facts{MPI: &probe.MPI{Vendor: "Open MPI", Version: "4.1.4", Mpirun: "/opt/ompi/bin/mpirun", CudaBuilt: "true", CudaRuntime: "false"}}
+	rs := Unmet(f, course.Requirements{Libs: []string{"mpi"}}, course.Launch{Launcher: "mpirun", CudaAwareMPI: true})
+	if needs(rs) != NeedCudaAwareMPI || !strings.Contains(rs[0].What, "switched off") || !strings.Contains(rs[0].What, "OMPI_MCA_mpi_cuda_support") {
+		t.Fatalf("%+v", rs)
+	}
 }
 
 func TestNoGPULaptop(t *testing.T) {

@@ -237,7 +237,7 @@ func (p *printer) tools(f *probe.Facts) {
 	}
 	switch m := f.CudaMPI; {
 	case m == nil:
-		rows = append(rows, []string{"CUDA MPI", p.missing(), "(looked at MGPU_CUDA_MPI_HOME and /tmp/ompi-cuda)"})
+		rows = append(rows, []string{"CUDA MPI", p.missing(), "(looked on PATH, at $MGPU_CUDA_MPI_HOME, $MPI_HOME and /tmp/ompi-cuda)"})
 	case m == f.MPI || (f.MPI != nil && m.Mpirun == f.MPI.Mpirun):
 		rows = append(rows, []string{"CUDA MPI", "the MPI above", ""})
 	default:

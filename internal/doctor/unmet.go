@@ -316,18 +316,65 @@ func peerMissing(f *probe.Facts, used int) (Reason, bool) {
 }
 
 func cudaMPIMissing(f *probe.Facts) Reason {
-	what := "needs a CUDA-aware MPI: Open MPI built --with-cuda, or MPICH with CUDA; "
+	what := "needs a CUDA-aware MPI, one that takes device pointers (MPIX_Query_cuda_support() returns 1; ompi_info: mpi_built_with_cuda_support true); "
 	if m := f.MPI; m != nil {
-		name := strings.TrimSpace(m.Vendor + " " + m.Version)
-		if name == "" {
-			name = "the MPI at " + m.Mpirun
-		}
-		what += "yours is " + name + " without it"
+		what += "the MPI here, " + mpiWords(m) + ", is not: " + notAwareEvidence(m) +
+			", so a device pointer passed to it would crash the program"
 	} else {
 		what += "no MPI was found"
 	}
 	return Reason{Need: NeedCudaAwareMPI, What: what,
-		Fix: "build Open MPI with --with-cuda (and UCX with CUDA) and set MGPU_CUDA_MPI_HOME to its prefix (bin/mpirun, bin/mpicc), or load a CUDA-aware MPI module; `ompi_info --parsable --all | grep mpi_built_with_cuda_support:value` must say true"}
+		Fix: "put a CUDA-aware MPI first on PATH (a cluster's CUDA-aware MPI module does that), or set MGPU_CUDA_MPI_HOME (or MPI_HOME) to its prefix (bin/mpirun, bin/mpicc); /tmp/ompi-cuda is looked at too. " +
+			"To build one: Open MPI's configure --with-cuda=<CUDA prefix> (UCX, if used, built with CUDA as well). Then run `mgpu-learn doctor --refresh`"}
+}
+
+// mpiWords names an MPI installation: "Open MPI 4.1.6 (/usr/bin/mpirun)".
+func mpiWords(m *probe.MPI) string {
+	name := strings.TrimSpace(m.Vendor + " " + m.Version)
+	if name == "" {
+		name = "an unknown MPI"
+	}
+	if m.Mpirun != "" {
+		name += " (" + m.Mpirun + ")"
+	}
+	return name
+}
+
+// notAwareEvidence says why an MPI counts as not CUDA-aware.
+func notAwareEvidence(m *probe.MPI) string {
+	switch {
+	case m.CudaBuilt == "true" && m.CudaRuntime == "false":
+		return "it was built with CUDA, but its CUDA support is switched off (mpi_cuda_support is false: is OMPI_MCA_mpi_cuda_support=0 set?)"
+	case m.CudaBuilt == "false":
+		return "it was built without CUDA (built_with_cuda_support false)"
+	case m.CudaHeader == "0":
+		return "its mpi-ext.h defines MPIX_CUDA_AWARE_SUPPORT 0"
+	}
+	return "it does not say that it supports CUDA (no built_with_cuda_support, no MPIX_CUDA_AWARE_SUPPORT)"
+}
+
+// MPIFound says in words which MPI an exercise's build and run use: the CUDA-aware one when
+// the exercise asks for it. "" when there is none.
+func MPIFound(f *probe.Facts, cudaAware bool) string {
+	m := f.MPI
+	label := "MPI"
+	if cudaAware {
+		m, label = f.CudaMPI, "CUDA-aware MPI"
+	}
+	if m == nil {
+		return ""
+	}
+	s := label + " " + mpiWords(m)
+	if m.Home != "" && m.Home != "/usr" && m.Home != "/usr/local" {
+		s += " from " + m.Home
+	}
+	switch {
+	case m.CudaBuilt == "true":
+		s += "; ompi_info: built with CUDA"
+	case m.CudaHeader == "1":
+		s += "; mpi-ext.h: MPIX_CUDA_AWARE_SUPPORT 1"
+	}
+	return s
 }
 
 func pythonMissing(torch bool) Reason {
@@ -436,6 +483,12 @@ func usesLibraries(f *probe.Facts, m *course.Manifest) []string {
 	}
 	if want("nvshmem") && f.NVSHMEM != nil {
 		out = append(out, NVSHMEMFound(f.NVSHMEM))
+	}
+	aware := m.Launch.CudaAwareMPI || slices.Contains(m.Requires.Libs, "cuda-aware-mpi")
+	if want("mpi") || aware || m.Launch.Launcher == "mpirun" {
+		if s := MPIFound(f, aware); s != "" {
+			out = append(out, s)
+		}
 	}
 	return out
 }

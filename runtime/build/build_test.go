@@ -440,7 +440,8 @@ func TestCommandLines(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"-c ", "-std=c++17", "-arch=sm_90", "-rdc=true", "-O3", "-lineinfo",
-		"-I" + filepath.Join(top, "include", "cccl"), "-I/opt/nccl/include", "-I/opt/mpi/include"} {
+		"-I" + filepath.Join(top, "include", "cccl"), "-I/opt/nccl/include", "-I/opt/mpi/include",
+		"-DOMPI_SKIP_MPICXX=1", "-DMPICH_SKIP_MPICXX=1"} {
 		if !strings.Contains(cu, want) {
 			t.Errorf("cu compile %q lacks %q", cu, want)
 		}

@@ -232,6 +232,15 @@ func newPlan(req *Request) (*plan, error) {
 			if len(lib.LinkArgs) == 0 {
 				args = append(args, "-lnccl")
 			}
+		case "mpi":
+			if !known {
+				return nil, fmt.Errorf("build: library %q is not in the toolchain (the probe did not find it)", name)
+			}
+			// mpi.h pulls in MPI's C++ bindings when a C++ (or CUDA) source includes it and
+			// the MPI was built with them (Debian's Open MPI is); they need libmpi_cxx, which
+			// `mpicc --showme:link` does not name, and MPI-3 removed them. The C API is all
+			// the course uses.
+			both("-DOMPI_SKIP_MPICXX=1", "-DMPICH_SKIP_MPICXX=1")
 		default:
 			if !known {
 				return nil, fmt.Errorf("build: library %q is not in the toolchain (the probe did not find it)", name)

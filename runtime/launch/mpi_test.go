@@ -2,9 +2,13 @@ package launch
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -164,6 +168,14 @@ the job to be terminated. The first process to do so was:
   Exit code:    7`, 3, 7, 0},
 		{"openmpi5 exit", &openMPIFailures{}, `  Process name: [prterun-vm-1234@1,1]
   Exit code:    1`, 1, 1, 0},
+		{"openmpi abort", &openMPIFailures{}, `--------------------------------------------------------------------------
+MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD
+with errorcode 5.
+
+NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.`, 2, 5, 0},
+		{"openmpi improper", &openMPIFailures{}, `--------------------------------------------------------------------------
+mpirun has exited due to process rank 1 with PID 0 on
+node vm exiting improperly. There are three reasons this could occur:`, 1, -1, 0},
 		{"mpich signal", &mpichFailures{}, `===================================================================================
 =   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES
 =   RANK 1 PID 4242 RUNNING AT vm
@@ -301,5 +313,234 @@ func TestRing(t *testing.T) {
 	// A line longer than the ring keeps its end; with no earlier newline nothing more is cut.
 	if got, _ := r.contents(); got != "456789abc\n" {
 		t.Errorf("got %q", got)
+	}
+}
+
+var (
+	mpiProgOnce sync.Once
+	mpiProgPath string
+	mpiProgErr  error
+)
+
+// mpiProg compiles testdata/mpiprog.c once with the mpicc beside the test's mpirun; tests skip
+// without one.
+func mpiProg(t *testing.T, m *MPI) string {
+	t.Helper()
+	mpicc := filepath.Join(filepath.Dir(m.Mpirun), "mpicc")
+	if _, err := os.Stat(mpicc); err != nil {
+		t.Skip("no mpicc beside " + m.Mpirun)
+	}
+	rankProg(t) // makes progDir, removed by TestMain
+	mpiProgOnce.Do(func() {
+		if progErr != nil {
+			mpiProgErr = progErr
+			return
+		}
+		mpiProgPath = filepath.Join(progDir, "mpiprog")
+		out, err := exec.Command(mpicc, "-O0", "-o", mpiProgPath, "testdata/mpiprog.c").CombinedOutput()
+		if err != nil {
+			mpiProgErr = fmt.Errorf("mpicc: %v\n%s", err, out)
+		}
+	})
+	if mpiProgErr != nil {
+		t.Fatal(mpiProgErr)
+	}
+	return mpiProgPath
+}
+
+// assertNoDaemons checks that no Open MPI daemon of the test's jobs survived.
+func assertNoDaemons(t *testing.T) {
+	t.Helper()
+	for _, daemon := range []string{"orted\x00", "prted\x00"} {
+		if left := processesWith(daemon); len(left) > 0 {
+			t.Errorf("%s still running: %v", strings.TrimSuffix(daemon, "\x00"), left)
+		}
+	}
+}
+
+// A real MPI job whose ranks deadlock in MPI_Send (the course's send/send bug) ends at the
+// timeout with every rank hung, named with its process, and nothing of it left: not the
+// ranks, not mpirun, not a daemon. Three ranks: the odd one out waits in MPI_Barrier.
+func TestMPIRealDeadlockLeavesNothing(t *testing.T) {
+	m := openMPI(t)
+	prog := mpiProg(t, m)
+	for _, c := range []struct {
+		mode string
+		n    int
+	}{{"deadlock", 2}, {"deadlock", 3}, {"forkdeadlock", 2}} {
+		n := c.n
+		t.Run(c.mode+"-"+strconv.Itoa(n), func(t *testing.T) {
+			tok := token(t)
+			s := spec(t, MPIRun, n, prog, c.mode, tok)
+			s.MPI = m
+			s.Timeout = 2 * time.Second
+			s.Grace = 500 * time.Millisecond
+			res := launch(t, context.Background(), s)
+			if !res.TimedOut {
+				t.Fatalf("not timed out; launcher %+v", res.Launcher)
+			}
+			var kids []int
+			for r, rr := range res.Ranks {
+				if rr.State != StateHung || rr.PID == 0 {
+					t.Errorf("rank %d: state %s pid %d, want hung with its pid (tail %q)", r, rr.State, rr.PID, rr.Tail)
+				}
+				if !strings.Contains(rr.Tail, fmt.Sprintf("rank %d of %d", r, n)) {
+					t.Errorf("rank %d: output not routed to it: %q", r, rr.Tail)
+				}
+				if m := childRe.FindStringSubmatch(rr.Tail); m != nil {
+					pid, _ := strconv.Atoi(m[1])
+					kids = append(kids, pid)
+				} else if c.mode == "forkdeadlock" {
+					t.Errorf("rank %d: no child reported in %q", r, rr.Tail)
+				}
+			}
+			assertClean(t, res, tok, kids...)
+			assertNoDaemons(t)
+		})
+	}
+}
+
+// A rank that ignores SIGTERM while blocked in MPI_Recv is still gone after the grace.
+func TestMPIRealStuckRankIgnoresTERM(t *testing.T) {
+	m := openMPI(t)
+	prog := mpiProg(t, m)
+	tok := token(t)
+	s := spec(t, MPIRun, 3, prog, "stuck1", tok)
+	s.MPI = m
+	s.Timeout = 2 * time.Second
+	s.Grace = 500 * time.Millisecond
+	res := launch(t, context.Background(), s)
+	if !res.TimedOut {
+		t.Fatal("not timed out")
+	}
+	if rr := res.Ranks[1]; rr.State != StateHung || !strings.Contains(rr.Tail, "ignores SIGTERM") {
+		t.Errorf("rank 1: %s %q", rr.State, rr.Tail)
+	}
+	assertClean(t, res, tok)
+	assertNoDaemons(t)
+}
+
+// A rank that leaves without MPI_Finalize makes mpirun end the job at once and name it.
+func TestMPIRealExitNamesTheRank(t *testing.T) {
+	m := openMPI(t)
+	prog := mpiProg(t, m)
+	tok := token(t)
+	s := spec(t, MPIRun, 3, prog, "exit1", tok)
+	s.MPI = m
+	s.Timeout = 20 * time.Second
+	s.Grace = 500 * time.Millisecond
+	res := launch(t, context.Background(), s)
+	if res.TimedOut {
+		t.Fatal("mpirun did not end the job after a rank exited")
+	}
+	if res.FirstFailed != 1 || res.Ranks[1].State != StateFailed || res.Ranks[1].ExitCode != 3 {
+		t.Errorf("FirstFailed=%d rank 1 %+v; launcher tail %q", res.FirstFailed, res.Ranks[1], res.Launcher.Tail)
+	}
+	assertClean(t, res, tok)
+	assertNoDaemons(t)
+}
+
+// MPI_Abort ends the job without a timeout. (Open MPI 4.1 sometimes loses its own
+// "MPI_ABORT was invoked" message in a race of its help-message forwarding, so the rank is
+// not asserted here; TestFailureParsers reads the message.)
+func TestMPIRealAbortEndsTheJob(t *testing.T) {
+	m := openMPI(t)
+	prog := mpiProg(t, m)
+	tok := token(t)
+	s := spec(t, MPIRun, 2, prog, "abort1", tok)
+	s.MPI = m
+	s.Timeout = 20 * time.Second
+	s.Grace = 500 * time.Millisecond
+	res := launch(t, context.Background(), s)
+	if res.TimedOut || res.Launcher.State == StateDone {
+		t.Fatalf("TimedOut=%v launcher %s", res.TimedOut, res.Launcher.State)
+	}
+	if res.FirstFailed != -1 && res.FirstFailed != 1 {
+		t.Errorf("FirstFailed = %d", res.FirstFailed)
+	}
+	assertClean(t, res, tok)
+	assertNoDaemons(t)
+}
+
+// Each rank of a real MPI job knows its local rank (the harness picks GPU local_rank % count
+// from it), and nothing of an MPI job that started the checker leaks into this one.
+func TestMPIRealEnvironment(t *testing.T) {
+	m := openMPI(t)
+	prog := mpiProg(t, m)
+	t.Setenv("OMPI_COMM_WORLD_RANK", "7")
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_RANK", "7")
+	t.Setenv("PMIX_RANK", "7")
+	t.Setenv("PMI_RANK", "7")
+	t.Setenv("OMPI_MCA_ess_base_jobid", "12345")
+	t.Setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none") // a user's tuning stays
+	vars := []string{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+		"PMI_RANK", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_btl_vader_single_copy_mechanism",
+		"OMPI_ALLOW_RUN_AS_ROOT", "MGPU_RDZV_DIR", "NCCL_NVLS_ENABLE", "MGPU_TEST_FOO"}
+	s := spec(t, MPIRun, 3, append([]string{prog, "env"}, vars...)...)
+	s.MPI = m
+	s.Env = []string{"MGPU_TEST_FOO=a b"}
+	res := launch(t, context.Background(), s)
+	if res.Launcher.State != StateDone {
+		t.Fatalf("launcher %+v", res.Launcher)
+	}
+	for r, rr := range res.Ranks {
+		env := envOf(rr.Tail)
+		want := map[string]string{
+			"OMPI_COMM_WORLD_RANK": strconv.Itoa(r), "OMPI_COMM_WORLD_LOCAL_RANK": strconv.Itoa(r),
+			"OMPI_COMM_WORLD_LOCAL_SIZE": "3", "PMI_RANK": "<unset>", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+			"MGPU_RDZV_DIR": filepath.Join(s.RunDir, "rdzv"), "NCCL_NVLS_ENABLE": "0", "MGPU_TEST_FOO": "a b",
+		}
+		if os.Geteuid() == 0 {
+			want["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+		}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("rank %d: %s=%q, want %q", r, k, env[k], v)
+			}
+		}
+		if env["OMPI_MCA_ess_base_jobid"] == "12345" {
+			t.Errorf("rank %d inherited the outer job's id", r)
+		}
+	}
+}
+
+// An Open MPI in a prefix of its own gets OPAL_PREFIX (an inherited one loses); the system's
+// does not; root runs get the flag and both variables.
+func TestMPIPrefixAndRoot(t *testing.T) {
+	home := t.TempDir()
+	for _, f := range []string{"bin/mpirun", "lib/libopen-pal.so.40"} {
+		p := filepath.Join(home, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := newEnviron([]string{"PATH=/bin", "OPAL_PREFIX=/elsewhere", "PMIX_NAMESPACE=outer", "LD_LIBRARY_PATH=/x"})
+	s := &Spec{Ranks: 2, Argv: []string{"./prog"}, MPI: &MPI{Home: home, Dialect: "openmpi"}}
+	argv, _, _, _, err := mpiPlan(s, env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(argv, " ")
+	if argv[0] != filepath.Join(home, "bin", "mpirun") || !strings.Contains(got, "-x OPAL_PREFIX") || !strings.Contains(got, "-x LD_LIBRARY_PATH") {
+		t.Errorf("argv %q", got)
+	}
+	if env.get("OPAL_PREFIX") != home || env.get("PMIX_NAMESPACE") != "" ||
+		env.get("LD_LIBRARY_PATH") != filepath.Join(home, "lib")+":/x" || !strings.HasPrefix(env.get("PATH"), filepath.Join(home, "bin")+":") {
+		t.Errorf("env %v", env.list())
+	}
+	root := os.Geteuid() == 0
+	if strings.Contains(got, "--allow-run-as-root") != root || (env.get("OMPI_ALLOW_RUN_AS_ROOT") == "1") != root ||
+		(env.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1") != root {
+		t.Errorf("root=%v: argv %q, env %v", root, got, env.list())
+	}
+
+	env = newEnviron([]string{"PATH=/bin", "OPAL_PREFIX=/mine"})
+	s.MPI = &MPI{Mpirun: "/usr/bin/mpirun", Home: "/usr", Dialect: "openmpi"}
+	argv, _, _, _, _ = mpiPlan(s, env, nil)
+	if strings.Contains(strings.Join(argv, " "), "OPAL_PREFIX") || env.get("OPAL_PREFIX") != "/mine" {
+		t.Errorf("system MPI: argv %q OPAL_PREFIX %q", argv, env.get("OPAL_PREFIX"))
 	}
 }

@@ -54,7 +54,10 @@ type Spec struct {
 type MPI struct {
 	Mpirun  string // path to mpirun
 	Dialect string // "openmpi" or "mpich"
-	Home    string // prefix whose lib/ goes on LD_LIBRARY_PATH (optional)
+	// Home (optional) is the installation's prefix: its lib/ goes first on LD_LIBRARY_PATH and
+	// its bin/ on PATH, and an Open MPI installed in a prefix of its own (lib/libopen-pal.so*)
+	// gets OPAL_PREFIX=Home for mpirun and the ranks.
+	Home string
 }
 
 // Rank states in a Result.

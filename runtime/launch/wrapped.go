@@ -51,6 +51,29 @@ func mpiPlan(s *Spec, env *environ, names []string) (argv []string, tag func([]b
 		}
 		env.prependPath("PATH", filepath.Join(m.Home, "bin"))
 	}
+	// The job must not look like part of another MPI job: a checker started from a shell
+	// that mpirun or srun made inherits that job's identity, which would confuse this mpirun
+	// and the ranks it starts.
+	for _, k := range append([]string(nil), env.keys...) {
+		if inheritedJobVar(k) {
+			env.unset(k)
+		}
+	}
+	if m.Dialect == "openmpi" {
+		// An Open MPI installed in a prefix of its own (a CUDA-aware build unpacked in
+		// /tmp/ompi-cuda, $MGPU_CUDA_MPI_HOME, a cluster module) finds its helper programs
+		// and components through OPAL_PREFIX; one inherited from another MPI would send
+		// mpirun and the ranks to the wrong tree.
+		if ownOpenMPIPrefix(m.Home) {
+			env.set("OPAL_PREFIX", m.Home)
+			names = append(names, "OPAL_PREFIX")
+		}
+		if os.Geteuid() == 0 {
+			// Open MPI refuses to start as root without both the flag and these two.
+			env.set("OMPI_ALLOW_RUN_AS_ROOT", "1")
+			env.set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+		}
+	}
 	if env.get("LD_LIBRARY_PATH") != "" {
 		names = append(names, "LD_LIBRARY_PATH")
 	}
@@ -58,6 +81,9 @@ func mpiPlan(s *Spec, env *environ, names []string) (argv []string, tag func([]b
 	n := strconv.Itoa(s.Ranks)
 	switch m.Dialect {
 	case "openmpi":
+		// No binding: the harness picks each rank's GPU from OMPI_COMM_WORLD_LOCAL_RANK, and
+		// binding ranks to cores would pin every rank's host thread away from its GPU's NUMA
+		// node on some machines.
 		argv = []string{m.Mpirun, "-np", n, "--oversubscribe", "--bind-to", "none", "--tag-output"}
 		if os.Geteuid() == 0 {
 			argv = append(argv, "--allow-run-as-root")
@@ -76,6 +102,33 @@ func mpiPlan(s *Spec, env *environ, names []string) (argv []string, tag func([]b
 		return nil, nil, "", nil, fmt.Errorf("launch: unknown MPI dialect %q (want openmpi or mpich)", m.Dialect)
 	}
 	return append(argv, s.Argv...), tag, rankVar, fp, nil
+}
+
+// inheritedJobVar reports whether an inherited variable names the rank, job or server of an
+// MPI job that launched the checker itself (Open MPI's, PMIx's, PMI's).
+func inheritedJobVar(k string) bool {
+	for _, p := range []string{"OMPI_COMM_WORLD_", "PMIX_", "PMI_", "OMPI_MCA_orte_", "OMPI_MCA_ess_",
+		"OMPI_MCA_pmix", "OMPI_MCA_initial_wdir", "OMPI_UNIVERSE_SIZE", "OMPI_FILE_LOCATION",
+		"OMPI_NUM_APP_CTX", "OMPI_FIRST_RANKS", "OMPI_APP_CTX_NUM_PROCS"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownOpenMPIPrefix reports whether home is an Open MPI installed in a prefix of its own (its
+// lib folder holds libopen-pal), as opposed to a system MPI spread over /usr.
+func ownOpenMPIPrefix(home string) bool {
+	if home == "" || home == "/usr" || home == "/usr/local" || home == "/" {
+		return false
+	}
+	for _, lib := range []string{"lib", "lib64"} {
+		if m, _ := filepath.Glob(filepath.Join(home, lib, "libopen-pal.so*")); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // mpiDialect asks mpirun --version which MPI it belongs to (Open MPI unless it says MPICH's
@@ -133,16 +186,25 @@ func dedupe(names []string) []string {
 //	mpirun noticed that process rank 1 with PID 0 on node x exited on signal 11 (Segmentation fault).
 //	Process name: [[48006,1],1]      (Open MPI 4)   Process name: [prterun-x-123@1,1]   (5)
 //	Exit code:    3
+//
+//	MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD
+//	with errorcode 5.
+//	mpirun has exited due to process rank 1 with PID 0 on
+//	node x exiting improperly.      (left without MPI_Finalize: exit code unknown)
 var (
 	ompiSignal   = regexp.MustCompile(`process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)`)
 	ompiExitName = regexp.MustCompile(`Process name:\s*\[(?:\[\d+,\d+\],|[^\],]*,)(\d+)\]`)
 	ompiExitCode = regexp.MustCompile(`Exit code:\s*(\d+)`)
+	ompiAbort    = regexp.MustCompile(`MPI_ABORT was invoked on rank (\d+) in communicator`)
+	ompiAbortErr = regexp.MustCompile(`^\s*with errorcode (-?\d+)`)
+	ompiImproper = regexp.MustCompile(`exited due to process rank (\d+) with PID \d+ on`)
 )
 
 type openMPIFailures struct {
 	found   bool
 	end     rankEnd
 	pending int // rank named by "Process name:", waiting for "Exit code:"
+	abort   int // rank named by "MPI_ABORT was invoked", waiting for its error code
 }
 
 func (p *openMPIFailures) line(s string) {
@@ -153,6 +215,24 @@ func (p *openMPIFailures) line(s string) {
 		r, _ := strconv.Atoi(m[1])
 		sig, _ := strconv.Atoi(m[2])
 		p.end, p.found = rankEnd{rank: r, code: -1, signal: syscall.Signal(sig)}, true
+		return
+	}
+	if m := ompiAbort.FindStringSubmatch(s); m != nil {
+		p.abort, _ = strconv.Atoi(m[1])
+		p.abort++
+		return
+	}
+	if p.abort > 0 {
+		code := -1
+		if m := ompiAbortErr.FindStringSubmatch(s); m != nil {
+			code, _ = strconv.Atoi(m[1])
+		}
+		p.end, p.found = rankEnd{rank: p.abort - 1, code: code}, true
+		return
+	}
+	if m := ompiImproper.FindStringSubmatch(s); m != nil {
+		r, _ := strconv.Atoi(m[1])
+		p.end, p.found = rankEnd{rank: r, code: -1}, true
 		return
 	}
 	if m := ompiExitName.FindStringSubmatch(s); m != nil {

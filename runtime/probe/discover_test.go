@@ -290,9 +290,50 @@ func TestMPIWithoutCUDA(t *testing.T) {
 		!reflect.DeepEqual(l.RuntimeDirs, []string{lib}) || len(l.Include) != 2 {
 		t.Errorf("toolchain mpi %+v", l)
 	}
-	if _, ok := f.Toolchain(true).Libs["mpi"]; ok {
-		t.Errorf("Toolchain(true) has an mpi entry without a CUDA-aware MPI")
+	// Without a CUDA-aware MPI, programs that need one still build with this one (CI compiles
+	// module2 with Debian's Open MPI; the checker refuses to run them).
+	if l2 := f.Toolchain(true).Libs["mpi"]; !reflect.DeepEqual(l2, l) {
+		t.Errorf("Toolchain(true) mpi %+v, want the PATH MPI's %+v", l2, l)
 	}
+}
+
+// A CUDA build whose CUDA support is switched off at run time is not CUDA-aware.
+func TestMPICudaSwitchedOff(t *testing.T) {
+	m := probetest.New(t)
+	m.OpenMPI("", "4.1.4", true)
+	m.Tool("ompi_info", probetest.Case{Args: "--parsable --all", Out: "mca:mpi:base:param:mpi_built_with_cuda_support:value:true\n" +
+		"mca:mpi:base:param:mpi_cuda_support:value:false\n"})
+	f := discover(t, m.Options())
+	if f.MPI == nil || f.MPI.CudaAware || f.MPI.CudaBuilt != "true" || f.MPI.CudaRuntime != "false" || f.CudaMPI != nil {
+		t.Fatalf("mpi %+v cuda mpi %+v", f.MPI, f.CudaMPI)
+	}
+}
+
+// A cluster's MPI named by MPI_HOME counts when it is CUDA-aware; when it is not, the doctor
+// hears why; when it is the MPI on PATH, it is not probed twice.
+func TestCudaMPIFromMPIHome(t *testing.T) {
+	m := probetest.New(t)
+	m.OpenMPI("", "4.1.6", false)
+	home := filepath.Join(m.Root, "opt", "hpcx")
+	m.OpenMPI(filepath.Join(home, "bin"), "4.1.7", true)
+	t.Setenv("MPI_HOME", home)
+	f := discover(t, m.Options())
+	noProblems(t, f)
+	if f.CudaMPI == nil || f.CudaMPI.Home != home || f.CudaMPI.Version != "4.1.7" {
+		t.Fatalf("cuda mpi = %+v", f.CudaMPI)
+	}
+
+	plain := filepath.Join(m.Root, "opt", "plain")
+	m.OpenMPI(filepath.Join(plain, "bin"), "4.1.5", false)
+	t.Setenv("MPI_HOME", plain)
+	f = discover(t, m.Options())
+	if f.CudaMPI != nil || len(f.Problems) != 1 || !strings.Contains(f.Problems[0], "MPI_HOME="+plain+": Open MPI 4.1.5 is not CUDA-aware") {
+		t.Errorf("cuda mpi %+v problems %q", f.CudaMPI, f.Problems)
+	}
+
+	t.Setenv("MPI_HOME", filepath.Dir(m.Bin))
+	f = discover(t, m.Options())
+	noProblems(t, f)
 }
 
 func TestCudaMPIElsewhere(t *testing.T) {

@@ -10,8 +10,9 @@ import (
 	"sync"
 )
 
-// mpis finds the MPI on PATH and a CUDA-aware one: the PATH one when it is aware, else
-// $MGPU_CUDA_MPI_HOME, else /tmp/ompi-cuda (where the course's GPU machines unpack one).
+// mpis finds the MPI on PATH and a CUDA-aware one: the PATH one when it is aware (a cluster's
+// environment module puts its MPI there), else $MGPU_CUDA_MPI_HOME, else $MPI_HOME, else
+// /tmp/ompi-cuda (where the course's GPU machines unpack one).
 func (p *prober) mpis(ctx context.Context) (mpi, cuda *MPI) {
 	mpicc, _ := exec.LookPath("mpicc")
 	mpirun, _ := exec.LookPath("mpirun")
@@ -31,20 +32,33 @@ func (p *prober) mpis(ctx context.Context) (mpi, cuda *MPI) {
 			return mpi, mpi
 		}
 	}
-	var homes []string
+	type candidate struct{ home, from string } // from: the variable that named it, or ""
+	var homes []candidate
 	if h := os.Getenv("MGPU_CUDA_MPI_HOME"); h != "" {
-		homes = append(homes, h)
+		homes = append(homes, candidate{h, "MGPU_CUDA_MPI_HOME"})
 	}
-	homes = append(homes, p.sys("/tmp/ompi-cuda"))
-	for _, home := range homes {
+	if h := os.Getenv("MPI_HOME"); h != "" {
+		homes = append(homes, candidate{h, "MPI_HOME"})
+	}
+	homes = append(homes, candidate{p.sys("/tmp/ompi-cuda"), ""})
+	seen := map[string]bool{}
+	if mpi != nil && mpi.Mpirun != "" {
+		seen[realPath(mpi.Mpirun)] = true
+	}
+	for _, c := range homes {
+		home := c.home
 		bin := filepath.Join(home, "bin")
 		run := filepath.Join(bin, "mpirun")
 		if !isExec(run) {
-			if home != p.sys("/tmp/ompi-cuda") {
+			if c.from == "MGPU_CUDA_MPI_HOME" {
 				p.problem("MGPU_CUDA_MPI_HOME=%s has no bin/mpirun", home)
 			}
 			continue
 		}
+		if seen[realPath(run)] {
+			continue // the MPI on PATH, already found not to be CUDA-aware
+		}
+		seen[realPath(run)] = true
 		cc := filepath.Join(bin, "mpicc")
 		if !isExec(cc) {
 			cc = ""
@@ -59,9 +73,21 @@ func (p *prober) mpis(ctx context.Context) (mpi, cuda *MPI) {
 		if m.CudaAware {
 			return mpi, m
 		}
-		p.problem("%s: %s %s is not CUDA-aware", home, m.Vendor, m.Version)
+		if c.from != "" {
+			p.problem("%s=%s: %s %s is not CUDA-aware", c.from, home, m.Vendor, m.Version)
+		} else {
+			p.problem("%s: %s %s is not CUDA-aware", home, m.Vendor, m.Version)
+		}
 	}
 	return mpi, nil
+}
+
+// realPath is path with its symbolic links resolved, or path itself.
+func realPath(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return path
 }
 
 // sibling is the program name in the folder of path, when it is there.
@@ -190,6 +216,9 @@ func (p *prober) mpiAt(ctx context.Context, mpicc, mpirun, ompiInfo string, env 
 	wg.Wait()
 	m.CudaHeader = mpiExtCuda(m.Include)
 	switch {
+	case m.CudaRuntime == "false":
+		// Built with CUDA but switched off (mpi_cuda_support=0, e.g. through
+		// OMPI_MCA_mpi_cuda_support): a device pointer would reach the host code paths.
 	case m.CudaBuilt == "true":
 		m.CudaAware = true
 	case m.CudaBuilt == "" && m.CudaHeader == "1":

@@ -14,8 +14,10 @@ import (
 // wheel layout of nvcc, which needs include/cccl and lib named, is runtime/build's to handle;
 // Facts.NVCC.Include and LibDirs say where they are.) LinkArgs hold
 // only -l forms and archive paths, which nvcc and cc both accept; folders that compilers and the
-// loader search anyway are left out. cudaAwareMPI selects CudaMPI for "mpi" (nil entry when there
-// is none). Libraries not found have no entry.
+// loader search anyway are left out. cudaAwareMPI selects CudaMPI for "mpi"; when there is none,
+// the MPI on PATH builds instead (a program compiles the same against either; CUDA-awareness
+// matters only when it runs, and the checker refuses to run a cuda_aware_mpi exercise without
+// a CUDA-aware MPI). Libraries not found have no entry.
 func (f *Facts) Toolchain(cudaAwareMPI bool) *build.Toolchain {
 	tc := &build.Toolchain{Arch: f.Arch(), Libs: map[string]build.Lib{}}
 	var version []string
@@ -36,7 +38,7 @@ func (f *Facts) Toolchain(cudaAwareMPI bool) *build.Toolchain {
 		tc.Libs["nvshmem"] = libraryLib(f.NVSHMEM)
 	}
 	m := f.MPI
-	if cudaAwareMPI {
+	if cudaAwareMPI && f.CudaMPI != nil {
 		m = f.CudaMPI
 	}
 	if m != nil {

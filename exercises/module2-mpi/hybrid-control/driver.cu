@@ -1,0 +1,439 @@
+/*
+ * driver.cu — module2/hybrid-control (course-owned).
+ *
+ * One process per GPU, started by mpirun. MPI for control, NCCL for data: the driver makes the
+ * NCCL communicator itself (rank 0's unique id through MPI_Bcast, the way module2/mpi-vs-nccl
+ * taught), with NCCL rank = MPI rank.
+ *
+ * The counts. Step t's count on rank r is decided by the produce kernel on the GPU from the
+ * run's seed: on even steps it lies in [cap/2 + 1, cap], on odd steps in [0, cap/2] (all 1 and
+ * all 0 when cap = 1). So the largest count of a step always differs from the step before:
+ * a count that is one step stale is wrong at every step, and at every even step it is too
+ * small, so data is lost, not only counted wrong.
+ *
+ * Correctness, per case (n = cap, floats per message), kSteps steps:
+ *   - before each step, recv is poisoned (on the stream). hyb_produce queues a kDelayUs spin
+ *     kernel before the kernel that writes the message and the count, so a count read before
+ *     the stream has finished is the previous step's, every time; count_dev holds 0 before the
+ *     first step.
+ *   - after each step the driver waits for the stream (mgpu_wait_or_hang: an NCCL transfer whose
+ *     two ends disagree never completes, and is reported as a hang at this rank) and checks the
+ *     returned count against the largest count of the step, computed on the host from the same
+ *     formula.
+ *   - MPI calls are watched: this driver defines MPI_Allreduce, MPI_Bcast, MPI_Send, ... as thin
+ *     wrappers (the MPI profiling interface) that note any device or managed buffer before
+ *     calling the library's PMPI_ function. In this exercise MPI carries no data.
+ *   - at the end, the running total (every received entry added up, kSteps steps) must equal
+ *     the sum of the previous rank's messages truncated at each step's largest count, exactly
+ *     (integer-valued floats: exact in any order). When it does not, the driver tries every
+ *     rank as the sender and says whose messages the total matches.
+ *   Guard bands around send, recv and the total must stay untouched.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+#include <nccl.h>
+#include <cuda_runtime.h>
+
+#include "mgpu.h"
+#include "hybrid-control.h"
+
+enum { kSteps = 8, kThreads = 256, kMaxFirst = 4 };
+static const double kDelayUs = 20000.0; /* hyb_produce's kernel starts this late */
+static const double kStepWatchdogS = 30.0;
+
+/* ---- MPI calls, watched -------------------------------------------------------------------- */
+
+typedef struct mpi_watch {
+  long long hits;
+  char first[200];
+} mpi_watch;
+static mpi_watch g_watch;
+
+static int device_memory(const void *p) {
+  cudaPointerAttributes a;
+  if (p == NULL || p == MPI_IN_PLACE || p == MPI_BOTTOM) return 0;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static void watch(const char *fn, const char *arg, const void *p) {
+  if (!device_memory(p)) return;
+  if (g_watch.hits++ == 0)
+    snprintf(g_watch.first, sizeof g_watch.first, "%s was handed a device pointer as %s", fn, arg);
+}
+
+extern "C" {
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm) {
+  watch("MPI_Allreduce", "sendbuf", sendbuf);
+  watch("MPI_Allreduce", "recvbuf", recvbuf);
+  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request) {
+  watch("MPI_Iallreduce", "sendbuf", sendbuf);
+  watch("MPI_Iallreduce", "recvbuf", recvbuf);
+  return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               int root, MPI_Comm comm) {
+  watch("MPI_Reduce", "sendbuf", sendbuf);
+  watch("MPI_Reduce", "recvbuf", recvbuf);
+  return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  watch("MPI_Bcast", "buffer", buffer);
+  return PMPI_Bcast(buffer, count, datatype, root, comm);
+}
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  watch("MPI_Allgather", "sendbuf", sendbuf);
+  watch("MPI_Allgather", "recvbuf", recvbuf);
+  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  watch("MPI_Gather", "sendbuf", sendbuf);
+  watch("MPI_Gather", "recvbuf", recvbuf);
+  return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  watch("MPI_Scatter", "sendbuf", sendbuf);
+  watch("MPI_Scatter", "recvbuf", recvbuf);
+  return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  watch("MPI_Alltoall", "sendbuf", sendbuf);
+  watch("MPI_Alltoall", "recvbuf", recvbuf);
+  return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  watch("MPI_Send", "buf", buf);
+  return PMPI_Send(buf, count, datatype, dest, tag, comm);
+}
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+             MPI_Status *status) {
+  watch("MPI_Recv", "buf", buf);
+  return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
+}
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request *request) {
+  watch("MPI_Isend", "buf", buf);
+  return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+}
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+              MPI_Request *request) {
+  watch("MPI_Irecv", "buf", buf);
+  return PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
+}
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                 MPI_Comm comm, MPI_Status *status) {
+  watch("MPI_Sendrecv", "sendbuf", sendbuf);
+  watch("MPI_Sendrecv", "recvbuf", recvbuf);
+  return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
+                       source, recvtag, comm, status);
+}
+} /* extern "C" */
+
+/* ---- data ---------------------------------------------------------------------------------- */
+
+__host__ __device__ static inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/* Step t's count on rank r: even steps in [cap/2 + 1, cap], odd steps in [0, cap/2]. */
+__host__ __device__ static inline int step_count(uint64_t key, int rank, int step, int cap) {
+  const uint64_t h = mix64(key ^ mix64(((uint64_t)(uint32_t)rank << 32) | (uint32_t)step));
+  const int lo = step % 2 == 0 ? cap / 2 + 1 : 0;
+  const int hi = step % 2 == 0 ? cap : cap / 2;
+  return lo + (int)(h % (uint64_t)(hi - lo + 1));
+}
+
+static int data_iter(int c, int step) { return 1000 + c * 64 + step; }
+
+struct hyb_private {
+  uint64_t ckey;                /* key of the counts */
+  uint64_t seed;                /* the run's seed: the messages are exact values of it */
+  int iter[kSteps];             /* the exact generator's iteration of each step's message */
+  float *total;                 /* device, cap floats: what hyb_consume adds up */
+  unsigned long long delay_ns;  /* hyb_produce's kernel waits this long first */
+};
+
+__global__ void delay_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+/* The step's count, decided here on the GPU, and the message cut at it: entries from count on
+ * become 0. One thread writes the count to count_dev. */
+__global__ void count_kernel(float *send, int *count_dev, int cap, uint64_t ckey, int rank,
+                             int step) {
+  const int count = step_count(ckey, rank, step, cap);
+  for (long long i = count + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < cap;
+       i += (long long)gridDim.x * blockDim.x)
+    send[i] = 0.0f;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *count_dev = count;
+}
+
+__global__ void consume_kernel(float *total, const float *recv, int count) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x)
+    total[i] += recv[i];
+}
+
+static unsigned grid_for(long long n) {
+  long long b = (n + kThreads - 1) / kThreads;
+  if (b > 4096) b = 4096;
+  return (unsigned)(b > 0 ? b : 1);
+}
+
+extern "C" void hyb_produce(const hyb_state *h, int step, cudaStream_t stream) {
+  if (step < 0 || step >= kSteps)
+    mgpu_fail("learner", "hyb_produce", __FILE__, __LINE__, step, "step out of range");
+  if (h->priv->delay_ns) {
+    delay_kernel<<<1, 1, 0, stream>>>(h->priv->delay_ns);
+    MGPU_KERNEL();
+  }
+  /* The message: this rank's exact values of the step (the harness's generator), ... */
+  mgpu_fill_exact_f32(h->send, h->cap, h->priv->seed, h->rank, h->priv->iter[step], stream);
+  /* ... cut at the count the GPU decides. */
+  count_kernel<<<grid_for(h->cap), kThreads, 0, stream>>>(h->send, h->count_dev, h->cap,
+                                                          h->priv->ckey, h->rank, step);
+  MGPU_KERNEL();
+}
+
+extern "C" void hyb_consume(const hyb_state *h, int count, cudaStream_t stream) {
+  if (count < 0 || count > h->cap) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "count %d is outside 0 .. cap = %d: no message is longer than cap",
+             count, h->cap);
+    mgpu_fail("learner", "hyb_consume", __FILE__, __LINE__, count, msg);
+  }
+  if (count == 0) return;
+  consume_kernel<<<grid_for(count), kThreads, 0, stream>>>(h->priv->total, h->recv, count);
+  MGPU_KERNEL();
+}
+
+/* The running total if every step t had brought rank `from`'s message cut at agreed[t]. */
+static void expected_total(double *want, const hyb_private *p, const mgpu_ctx *ctx, int ci, int from,
+                           int cap, const int *agreed) {
+  int t;
+  long long i;
+  for (i = 0; i < cap; i++) want[i] = 0.0;
+  for (t = 0; t < kSteps; t++) {
+    const int cnt = step_count(p->ckey, from, t, cap);
+    const int upto = cnt < agreed[t] ? cnt : agreed[t];
+    const uint64_t key = mgpu_exact_key(ctx->seed, from, data_iter(ci, t));
+    for (i = 0; i < upto; i++) want[i] += mgpu_exact_value_k(key, i);
+  }
+}
+
+/* ---- correctness --------------------------------------------------------------------------- */
+
+static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaStream_t s) {
+  const mgpu_case *c = &ctx->cases[ci];
+  const int cap = (int)c->n;
+  const int left = (ctx->rank - 1 + ctx->world) % ctx->world;
+  const size_t bytes = (size_t)cap * sizeof(float);
+  hyb_private priv;
+  hyb_state h;
+  mgpu_buf send, recv, total, count;
+  int true_max[kSteps], returned[kSteps], bad_steps = 0, first_bad = -1, t, r;
+  long long hits_before = g_watch.hits, i;
+  float *got;
+  double *want;
+  mgpu_result res;
+  char hint[256];
+
+  if (c->n < 1 || c->n > (1 << 26))
+    mgpu_fail("driver", "case", __FILE__, __LINE__, c->n, "case size out of range");
+  memset(&priv, 0, sizeof priv);
+  priv.ckey = mix64(ctx->seed ^ (0x636f756e74ull + (uint64_t)ci));
+  priv.seed = ctx->seed;
+  for (t = 0; t < kSteps; t++) priv.iter[t] = data_iter(ci, t);
+  priv.delay_ns = (unsigned long long)(kDelayUs * 1000.0);
+  send = mgpu_alloc(bytes, ctx->device);
+  recv = mgpu_alloc(bytes, ctx->device);
+  total = mgpu_alloc(bytes, ctx->device);
+  count = mgpu_alloc(sizeof(int), ctx->device);
+  MGPU_CUDA(cudaMemsetAsync(total.ptr, 0, bytes, s));
+  MGPU_CUDA(cudaMemsetAsync(count.ptr, 0, sizeof(int), s));
+  priv.total = (float *)total.ptr;
+  memset(&h, 0, sizeof h);
+  h.rank = ctx->rank;
+  h.world = ctx->world;
+  h.cap = cap;
+  h.send = (float *)send.ptr;
+  h.recv = (float *)recv.ptr;
+  h.count_dev = (int *)count.ptr;
+  h.priv = &priv;
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  for (t = 0; t < kSteps; t++) {
+    true_max[t] = 0;
+    for (r = 0; r < ctx->world; r++) {
+      const int k = step_count(priv.ckey, r, t, cap);
+      if (k > true_max[t]) true_max[t] = k;
+    }
+  }
+
+  snprintf(hint, sizeof hint,
+           "the NCCL transfer of this step never completed: do both ends of every ncclSend and "
+           "ncclRecv agree on the peer and on the count (the same agreed count on every rank)?");
+  for (t = 0; t < kSteps; t++) {
+    mgpu_poison(&recv, s);
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    returned[t] = hybrid_step(&h, t, s, comm, nc);
+    mgpu_wait_or_hang(ctx, s, kStepWatchdogS, "hybrid_step", hint);
+    if (returned[t] != true_max[t]) {
+      bad_steps++;
+      if (first_bad < 0) first_bad = t;
+    }
+  }
+
+  /* The running total, compared with the previous rank's messages cut at the true counts. */
+  got = (float *)malloc(bytes);
+  want = (double *)malloc((size_t)cap * sizeof(double));
+  if (!got || !want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  MGPU_CUDA(cudaMemcpy(got, total.ptr, bytes, cudaMemcpyDeviceToHost));
+  expected_total(want, &priv, ctx, ci, left, cap, true_max);
+  mgpu_result_init(&res, c->n);
+  for (i = 0; i < cap; i++) mgpu_result_add(&res, i, got[i], want[i], 0.0);
+  res.guard_hits = mgpu_guard_hits(&send) + mgpu_guard_hits(&recv) + mgpu_guard_hits(&total) +
+                   mgpu_guard_hits(&count);
+
+  if (g_watch.hits > hits_before) {
+    snprintf(res.msg, sizeof res.msg,
+             "%s (%lld time(s) in this case). In this exercise MPI carries only control values "
+             "in host memory: copy the count into a host int once the stream has finished, and "
+             "let NCCL move the data.",
+             g_watch.first, g_watch.hits - hits_before);
+    mgpu_record_case(c->name, &res, 1);
+  } else if (bad_steps) {
+    /* One step stale: step t agreed on step t-1's largest count (step 0 on the 0 that
+     * count_dev held before the first step). */
+    int stale = 0, ts = -1, tb = first_bad, zeros = 0;
+    for (t = 0; t < kSteps; t++) {
+      zeros += returned[t] == 0;
+      if (returned[t] != true_max[t] && returned[t] == (t == 0 ? 0 : true_max[t - 1])) {
+        stale++;
+        if (ts < 1) ts = t;
+      }
+    }
+    if (zeros == kSteps)
+      snprintf(res.msg, sizeof res.msg,
+               "hybrid_step returned 0 at every step: no count was agreed, so nothing moved "
+               "(step %d's largest count is %d). Get this rank's count from count_dev to the "
+               "host, agree on the maximum with MPI_Allreduce, then move that many floats with "
+               "NCCL.",
+               tb, true_max[tb]);
+    else if (stale * 2 >= bad_steps && ts >= 0)
+      snprintf(res.msg, sizeof res.msg,
+               "%d of %d steps agreed on a wrong count, %d of them on the count of the step before "
+               "(step %d returned %d; its largest count is %d). The count was read from count_dev "
+               "before this step's hyb_produce kernel had written it: read it after hyb_produce, "
+               "and only once `stream` has finished (cudaMemcpyAsync on the stream, then "
+               "cudaStreamSynchronize; a plain cudaMemcpy does not wait for a non-blocking "
+               "stream).",
+               bad_steps, kSteps, stale, ts, returned[ts], true_max[ts]);
+    else if (returned[tb] == step_count(priv.ckey, ctx->rank, tb, cap) && ctx->world > 1)
+      snprintf(res.msg, sizeof res.msg,
+               "%d of %d steps returned a wrong count. Step %d returned %d, this rank's own "
+               "count; the ranks must agree on the largest count of all ranks, %d "
+               "(MPI_Allreduce with MPI_MAX on a host int).",
+               bad_steps, kSteps, tb, returned[tb], true_max[tb]);
+    else
+      snprintf(res.msg, sizeof res.msg,
+               "%d of %d steps returned a wrong count. Step %d returned %d; the largest count "
+               "any rank's hyb_produce computed for it is %d (this rank's: %d). Agree on the "
+               "maximum with MPI_Allreduce (MPI_MAX) of the count copied to the host.",
+               bad_steps, kSteps, tb, returned[tb], true_max[tb],
+               step_count(priv.ckey, ctx->rank, tb, cap));
+    mgpu_record_case(c->name, &res, 1);
+  } else {
+    if (res.bad || res.unwritten) {
+      int from = -1;
+      for (r = 0; r < ctx->world && from < 0; r++) {
+        long long same = 0;
+        if (r == left) continue;
+        expected_total(want, &priv, ctx, ci, r, cap, true_max);
+        for (i = 0; i < cap; i++) same += got[i] == (float)want[i];
+        if (same == cap) from = r;
+      }
+      if (from >= 0)
+        snprintf(res.msg, sizeof res.msg,
+                 "rank %d's total is made of rank %d's messages, but its left neighbour is rank "
+                 "%d: every rank sends to (rank + 1) %% world and receives from (rank - 1 + "
+                 "world) %% world, on any number of ranks (here %d).",
+                 ctx->rank, from, left, ctx->world);
+      else
+        snprintf(res.msg, sizeof res.msg,
+                 "the counts were right, but the %d-step total differs from the messages of the "
+                 "left neighbour (rank %d): is each message received into h->recv from that "
+                 "neighbour, with the agreed count, and consumed after it arrived (same "
+                 "stream)?",
+                 kSteps, left);
+    } else if (res.guard_hits)
+      snprintf(res.msg, sizeof res.msg,
+               "a write landed outside send, recv, the total or count_dev (in the guard bands)");
+    mgpu_record_case(c->name, &res, 0);
+  }
+
+  free(want);
+  free(got);
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  mgpu_free(&count);
+  mgpu_free(&total);
+  mgpu_free(&recv);
+  mgpu_free(&send);
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  MPI_Comm comm;
+  cudaStream_t stream;
+  ncclUniqueId id;
+  ncclComm_t nc = NULL;
+  int rank, world, k;
+
+  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init */
+  MGPU_MPI(MPI_Init(&argc, &argv));
+  mgpu_mpi_errors_return();
+  MGPU_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MGPU_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  if (rank != ctx.rank || world != ctx.world)
+    mgpu_fail("harness", "MPI_Comm_rank", __FILE__, __LINE__, rank,
+              "MPI's rank or size differs from the launcher's environment");
+  MGPU_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  MGPU_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  memset(&id, 0, sizeof id);
+  if (ctx.rank == 0) MGPU_NCCL(ncclGetUniqueId(&id));
+  MGPU_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+  MGPU_NCCL(ncclCommInitRank(&nc, ctx.world, id, ctx.rank));
+
+  for (k = 0; k < ctx.ncases; k++) run_case(&ctx, k, comm, nc, stream);
+
+  MGPU_CUDA(cudaDeviceSynchronize());
+  MGPU_NCCL(ncclCommDestroy(nc));
+  MGPU_CUDA(cudaStreamDestroy(stream));
+  MGPU_MPI(MPI_Comm_free(&comm));
+  MGPU_MPI(MPI_Finalize());
+  return mgpu_finish(&ctx);
+}

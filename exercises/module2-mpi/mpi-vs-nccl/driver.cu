@@ -1,0 +1,573 @@
+/*
+ * driver.cu — module2/mpi-vs-nccl (course-owned).
+ *
+ * One process per GPU, started by mpirun with a CUDA-aware MPI. mgpu_init picks this rank's
+ * GPU before MPI_Init; the driver refuses to go on when MPIX_Query_cuda_support() says the MPI
+ * cannot take device pointers.
+ *
+ * Set-up: nccl_from_mpi(comm) is called once, under a watchdog: ncclCommInitRank waits for
+ * every rank to join with the same unique id and never returns otherwise, so after
+ * kInitWatchdogS the rank reports where it hangs (error record, exit 1) instead of running into
+ * the job's time-out. The communicator must then have the launcher's size, this process's MPI
+ * rank and this rank's GPU; if not, every case fails with the reason and no NCCL work is run.
+ *
+ * Correctness, per case (n = floats per rank; odd sizes and a prime), kRounds rounds with
+ * fresh data (integer-valued floats from the harness's exact generator: every sum is exact in
+ * any order, so the comparison is exact), three parts per round:
+ *   (a) MPI: recv poisoned, send filled with STALE values and the stream drained; all ranks
+ *       meet; then a kDelayUs spin kernel and the fill of send with the round's data are
+ *       queued on the (non-blocking) stream and mpi_sum is called at once. When it returns,
+ *       recv must hold the sum. An mpi_sum that does not finish the stream first hands MPI the
+ *       stale values — every time, since the fill is 20 ms away; the report says so.
+ *   (b) NCCL: recv poisoned; delay + fill queued; nccl_sum; the driver reads recv ON THE STREAM
+ *       (work left on another stream shows as poison). A watchdog (mgpu_wait_or_hang) turns a
+ *       collective that never completes into a report.
+ *   (c) NCCL, then MPI: mid and recv poisoned; delay + fill; nccl_sum(send -> mid);
+ *       mpi_sum(mid -> recv): recv = world x the sum. mpi_sum must wait for the NCCL
+ *       all-reduce queued on the stream before MPI reads mid; otherwise MPI reads the poison.
+ *   Every element of every part is compared on the host (tolerance 0) and counted in one case
+ *   record (index = part x n + i); guard bands around send, mid and recv must stay untouched.
+ *
+ * Performance (metric "time", µs per all-reduce; headline "nccl-64MiB"):
+ *   "nccl-*" cases: YOUR nccl_sum against the COURSE's MPI_Allreduce on device buffers (its own
+ *       buffers and communicator; a stream synchronize before it, as any MPI call on stream
+ *       data needs). The target is that NCCL is faster by min_ratio.
+ *   "mpi-*" cases: YOUR mpi_sum against the same course MPI_Allreduce: shown, not judged.
+ *   Why the baseline is the course's MPI call and not your own mpi_sum: with your MPI path as the
+ *   baseline, slowing it down (a sleep, a barrier, copies) would pass the target; the target
+ *   must measure your NCCL path against something you cannot change. Your mpi_sum is shown
+ *   next to the same baseline, so you see that it costs what MPI costs.
+ *   Each sample: all ranks meet (MPI_Barrier), `iters` operations, a stream synchronize; host
+ *   time / iters, the maximum over ranks (MPI_Allreduce), so every rank records the same series;
+ *   yours and the baseline alternate (ABAB), each with its own `iters` (the two differ by a
+ *   large factor). The driver times by itself because both MPI paths block the host: the
+ *   harness's start gate (mgpu_time_pair) would time out on them. After each timed case, recv is
+ *   poisoned and one more of your operations must produce the sum: case "timed-<perf case>".
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
+#include <nccl.h>
+#include <cuda_runtime.h>
+
+#include "mgpu.h"
+#include "mpi-vs-nccl.h"
+
+enum { kRounds = 2, kMaxSamples = 200 };
+static const double kDelayUs = 20000.0;      /* the fill waits this long behind a spin kernel */
+static const double kInitWatchdogS = 45.0;   /* NCCL's start-up takes seconds at most */
+static const double kCollectiveWatchdogS = 30.0;
+static const double kSampleUs = 3000.0;      /* a timing sample lasts at least this long */
+static const long long kMaxN = 1LL << 28;    /* MPI counts are ints; cases stay far below */
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+__global__ void delay_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+static void delay(cudaStream_t s) {
+  delay_kernel<<<1, 1, 0, s>>>((unsigned long long)(kDelayUs * 1000.0));
+  MGPU_KERNEL();
+}
+
+/* Data iterations of the exact generator: part p of round r, and the stale fill. */
+static int data_iter(int c, int round, int part) { return c * 64 + round * 8 + part; }
+enum { kPartMPI = 0, kPartNCCL = 1, kPartChain = 2, kStaleMPI = 3 };
+
+/* want[i] = scale * sum over ranks of mgpu_exact_value(seed, r, iter, i): exact in float. */
+static void host_sum(float *want, const mgpu_ctx *ctx, int iter, long long n, float scale) {
+  long long i;
+  int r;
+  for (i = 0; i < n; i++) want[i] = 0.0f;
+  for (r = 0; r < ctx->world; r++) {
+    const uint64_t key = mgpu_exact_key(ctx->seed, r, iter);
+    for (i = 0; i < n; i++) want[i] += mgpu_exact_value_k(key, i);
+  }
+  if (scale != 1.0f)
+    for (i = 0; i < n; i++) want[i] *= scale;
+}
+
+static float *host_alloc(size_t bytes) {
+  float *p = NULL;
+  MGPU_CUDA(cudaMallocHost((void **)&p, bytes ? bytes : 4));
+  return p;
+}
+
+/* ---- MPI ----------------------------------------------------------------------------------- */
+
+static int mpi_cuda_aware(void) {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  return MPIX_Query_cuda_support();
+#else
+  return -1;
+#endif
+}
+
+static void start_mpi(mgpu_ctx *ctx, int *argc, char ***argv, MPI_Comm *comms, int n) {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING + 1], msg[600], *nl;
+  int rank, world, len = 0, aware, i;
+  MGPU_MPI(MPI_Init(argc, argv));
+  mgpu_mpi_errors_return();
+  MGPU_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MGPU_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  if (rank != ctx->rank || world != ctx->world) {
+    snprintf(msg, sizeof msg, "MPI says rank %d of %d, the launcher's environment %d of %d", rank,
+             world, ctx->rank, ctx->world);
+    mgpu_fail("harness", "MPI_Comm_rank", __FILE__, __LINE__, rank, msg);
+  }
+  MGPU_MPI(MPI_Get_library_version(version, &len));
+  version[len < 0 ? 0 : len > MPI_MAX_LIBRARY_VERSION_STRING ? MPI_MAX_LIBRARY_VERSION_STRING : len] = 0;
+  if ((nl = strchr(version, '\n')) != NULL) *nl = 0;
+  if ((nl = strchr(version, ',')) != NULL) *nl = 0;
+  aware = mpi_cuda_aware();
+  if (aware == 0) {
+    snprintf(msg, sizeof msg,
+             "%s is not CUDA-aware: MPIX_Query_cuda_support() returned 0, so a device pointer "
+             "passed to MPI would crash it. Nothing was run. Use a CUDA-aware MPI "
+             "(`mgpu-learn doctor` shows which MPI the course found)",
+             version);
+    mgpu_fail("harness", "MPIX_Query_cuda_support", __FILE__, __LINE__, 0, msg);
+  }
+  if (ctx->rank == 0)
+    mgpu_note("MPI: %s; MPIX_Query_cuda_support() = %s", version,
+              aware == 1 ? "1 (CUDA-aware)" : "not available (this MPI cannot say; assumed aware)");
+  for (i = 0; i < n; i++) {
+    MGPU_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comms[i]));
+    MGPU_MPI(MPI_Comm_set_errhandler(comms[i], MPI_ERRORS_RETURN));
+  }
+}
+
+static double max_over_ranks(double v) {
+  double out = v;
+  MGPU_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+/* ---- the communicator ---------------------------------------------------------------------- */
+
+typedef struct watchdog {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  const mgpu_ctx *ctx;
+} watchdog;
+
+static void *watch_init(void *arg) {
+  watchdog *w = (watchdog *)arg;
+  struct timespec until;
+  int fire;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)kInitWatchdogS;
+  pthread_mutex_lock(&w->mu);
+  while (!w->done)
+    if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) break;
+  fire = !w->done;
+  pthread_mutex_unlock(&w->mu);
+  if (fire) {
+    char msg[500];
+    snprintf(msg, sizeof msg,
+             "nccl_from_mpi never finished on rank %d of %d (the driver waited %.0f s; NCCL's "
+             "start-up takes seconds): ncclCommInitRank returns only when all %d ranks have "
+             "joined with the same unique id. Did rank 0 make the id (ncclGetUniqueId) and "
+             "MPI_Bcast it to every rank, and did every rank call ncclCommInitRank with it?",
+             w->ctx->rank, w->ctx->world, kInitWatchdogS, w->ctx->world);
+    mgpu_fail("learner", "nccl_from_mpi", __FILE__, __LINE__, 0, msg);
+  }
+  return NULL;
+}
+
+static ncclComm_t make_comm(const mgpu_ctx *ctx, MPI_Comm comm) {
+  watchdog w;
+  pthread_t th;
+  ncclComm_t nc;
+  memset(&w, 0, sizeof w);
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  w.ctx = ctx;
+  if (pthread_create(&th, NULL, watch_init, &w) != 0)
+    mgpu_fail("driver", "pthread_create", __FILE__, __LINE__, 0, "cannot start the watchdog");
+  nc = nccl_from_mpi(comm);
+  pthread_mutex_lock(&w.mu);
+  w.done = 1;
+  pthread_cond_signal(&w.cv);
+  pthread_mutex_unlock(&w.mu);
+  pthread_join(th, NULL);
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  return nc;
+}
+
+/* 1 when the communicator agrees with the launcher (size, rank, device); else 0 and why. */
+static int comm_matches(ncclComm_t nc, const mgpu_ctx *ctx, char *msg, size_t len) {
+  int count = -1, rank = -1, dev = -1;
+  if (nc == NULL) {
+    snprintf(msg, len,
+             "nccl_from_mpi returned NULL: there is no NCCL communicator, so the NCCL parts were "
+             "not run (rank 0 makes the id, MPI_Bcast hands it out, every rank calls "
+             "ncclCommInitRank)");
+    return 0;
+  }
+  MGPU_NCCL(ncclCommCount(nc, &count));
+  MGPU_NCCL(ncclCommUserRank(nc, &rank));
+  MGPU_NCCL(ncclCommCuDevice(nc, &dev));
+  if (count != ctx->world) {
+    snprintf(msg, len, "the NCCL communicator has %d ranks; MPI has %d", count, ctx->world);
+    return 0;
+  }
+  if (rank != ctx->rank) {
+    snprintf(msg, len,
+             "MPI rank %d's NCCL communicator says it is rank %d: pass ncclCommInitRank this "
+             "process's rank in comm, so that rank numbers mean the same in MPI and NCCL",
+             ctx->rank, rank);
+    return 0;
+  }
+  if (dev != ctx->device) {
+    snprintf(msg, len, "the NCCL communicator uses GPU %d; this rank's GPU is %d", dev,
+             ctx->device);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---- correctness --------------------------------------------------------------------------- */
+
+typedef struct part_tally {
+  long long wrong, nan, stale;
+} part_tally;
+
+/* Adds recv (read back on the stream) compared with want into r at offset, and counts. */
+static void compare_part(mgpu_result *r, long long offset, const mgpu_buf *recv, const float *want,
+                         const float *stale_want, long long n, float *host, cudaStream_t s,
+                         part_tally *t) {
+  long long i;
+  MGPU_CUDA(cudaMemcpyAsync(host, recv->ptr, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  for (i = 0; i < n; i++) {
+    const long long before = r->bad + r->unwritten;
+    mgpu_result_add(r, offset + i, host[i], want[i], 0.0);
+    if (r->bad + r->unwritten == before) continue;
+    t->wrong++;
+    if (isnan(host[i])) t->nan++;
+    else if (stale_want && host[i] == stale_want[i]) t->stale++;
+  }
+}
+
+static void collective_watch(const mgpu_ctx *ctx, cudaStream_t s, const char *what) {
+  char hint[300];
+  snprintf(hint, sizeof hint,
+           "%s queued work that never completed: an NCCL collective waits until every rank has "
+           "called it with the same count on the same communicator",
+           what);
+  mgpu_wait_or_hang(ctx, s, kCollectiveWatchdogS, what, hint);
+}
+
+static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int usable,
+                     const char *problem, cudaStream_t s) {
+  const mgpu_case *c = &ctx->cases[ci];
+  const long long n = c->n;
+  const size_t bytes = (size_t)n * sizeof(float);
+  mgpu_buf send, mid, recv;
+  float *want, *stale, *host;
+  part_tally t[3];
+  mgpu_result r;
+  int round;
+
+  if (n < 1 || n > kMaxN) mgpu_fail("driver", "case", __FILE__, __LINE__, n, "case size out of range");
+  send = mgpu_alloc(bytes, ctx->device);
+  mid = mgpu_alloc(bytes, ctx->device);
+  recv = mgpu_alloc(bytes, ctx->device);
+  want = (float *)malloc(bytes);
+  stale = (float *)malloc(bytes);
+  if (!want || !stale) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  host = host_alloc(bytes);
+  memset(t, 0, sizeof t);
+  mgpu_result_init(&r, n);
+
+  for (round = 0; round < kRounds; round++) {
+    /* (a) MPI on device buffers whose data is still being written on the stream. */
+    mgpu_poison(&recv, s);
+    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                        data_iter(ci, round, kStaleMPI), s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    delay(s);
+    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                        data_iter(ci, round, kPartMPI), s);
+    mpi_sum((const float *)send.ptr, (float *)recv.ptr, (size_t)n, s, comm);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    host_sum(want, ctx, data_iter(ci, round, kPartMPI), n, 1.0f);
+    host_sum(stale, ctx, data_iter(ci, round, kStaleMPI), n, 1.0f);
+    compare_part(&r, 0, &recv, want, stale, n, host, s, &t[0]);
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (!usable) continue;
+
+    /* (b) NCCL, read back on the stream. */
+    mgpu_poison(&recv, s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    delay(s);
+    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                        data_iter(ci, round, kPartNCCL), s);
+    nccl_sum(nc, (const float *)send.ptr, (float *)recv.ptr, (size_t)n, s);
+    collective_watch(ctx, s, "nccl_sum");
+    host_sum(want, ctx, data_iter(ci, round, kPartNCCL), n, 1.0f);
+    compare_part(&r, n, &recv, want, NULL, n, host, s, &t[1]);
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+    /* (c) NCCL's result handed to MPI. */
+    mgpu_poison(&mid, s);
+    mgpu_poison(&recv, s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    delay(s);
+    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                        data_iter(ci, round, kPartChain), s);
+    nccl_sum(nc, (const float *)send.ptr, (float *)mid.ptr, (size_t)n, s);
+    mpi_sum((const float *)mid.ptr, (float *)recv.ptr, (size_t)n, s, comm);
+    collective_watch(ctx, s, "nccl_sum, then mpi_sum");
+    host_sum(want, ctx, data_iter(ci, round, kPartChain), n, (float)ctx->world);
+    compare_part(&r, 2 * n, &recv, want, NULL, n, host, s, &t[2]);
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  }
+  r.guard_hits = mgpu_guard_hits(&send) + mgpu_guard_hits(&mid) + mgpu_guard_hits(&recv);
+
+  /* One message, the most telling first. */
+  if (t[0].stale * 2 > t[0].wrong && t[0].wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "mpi_sum: %lld of the %lld wrong elements are the sum of what send held BEFORE the "
+             "driver's fill kernel ran (queued on `stream` behind a %.0f ms delay): MPI read send "
+             "before the stream had finished. MPI knows nothing about CUDA streams: "
+             "cudaStreamSynchronize(stream) before MPI touches device data that stream work "
+             "writes.",
+             t[0].stale, t[0].wrong, kDelayUs / 1000.0);
+  else if (t[2].nan * 2 > t[2].wrong && t[2].wrong && !t[1].wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "NCCL, then MPI: nccl_sum alone was right, but mpi_sum on its output got the "
+             "driver's NaN in %lld of %lld elements: MPI read `mid` while the NCCL all-reduce "
+             "that writes it was still queued on `stream`. cudaStreamSynchronize(stream) before "
+             "handing MPI a buffer that stream work writes.",
+             t[2].nan, n * kRounds);
+  else if (t[0].wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "mpi_sum: %lld of %lld elements wrong (%lld NaN): recv must hold the sum over all "
+             "%d ranks of their send (MPI_Allreduce, MPI_FLOAT, MPI_SUM, n elements) when "
+             "mpi_sum returns.",
+             t[0].wrong, n * kRounds, t[0].nan, ctx->world);
+  else if (t[1].wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "nccl_sum: %lld of %lld elements wrong (%lld NaN), read back on `stream` after "
+             "your call: recv must hold the sum over all %d ranks (ncclAllReduce, ncclFloat, "
+             "ncclSum), queued on the stream you were given.",
+             t[1].wrong, n * kRounds, t[1].nan, ctx->world);
+  else if (t[2].wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "NCCL, then MPI: %lld of %lld elements wrong (%lld NaN) where recv must be %d x the "
+             "sum (each rank's mid holds the sum; MPI sums them again).",
+             t[2].wrong, n * kRounds, t[2].nan, ctx->world);
+  else if (!usable)
+    snprintf(r.msg, sizeof r.msg, "%s", problem);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg, "a write landed outside send, mid or recv (in the guard bands)");
+  mgpu_record_case(c->name, &r, !usable);
+
+  MGPU_CUDA(cudaFreeHost(host));
+  free(stale);
+  free(want);
+  mgpu_free(&recv);
+  mgpu_free(&mid);
+  mgpu_free(&send);
+}
+
+/* ---- performance --------------------------------------------------------------------------- */
+
+typedef struct perf_bufs {
+  mgpu_buf send, recv;   /* yours */
+  float *bsend, *brecv;  /* the baseline's */
+  long long n;
+} perf_bufs;
+
+static void baseline_op(const perf_bufs *b, MPI_Comm base_comm, cudaStream_t s) {
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  MGPU_MPI(MPI_Allreduce(b->bsend, b->brecv, (int)b->n, MPI_FLOAT, MPI_SUM, base_comm));
+}
+
+static void yours_op(int nccl_case, const perf_bufs *b, ncclComm_t nc, MPI_Comm comm,
+                     cudaStream_t s) {
+  if (nccl_case) nccl_sum(nc, (const float *)b->send.ptr, (float *)b->recv.ptr, (size_t)b->n, s);
+  else mpi_sum((const float *)b->send.ptr, (float *)b->recv.ptr, (size_t)b->n, s, comm);
+}
+
+/* Host time per operation of `iters` operations, the maximum over ranks. */
+static double sample(int who, int iters, int nccl_case, const perf_bufs *b, ncclComm_t nc,
+                     MPI_Comm comm, MPI_Comm base_comm, cudaStream_t s) {
+  double t0;
+  int i;
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  t0 = mgpu_now_us();
+  for (i = 0; i < iters; i++) {
+    if (who == 0) yours_op(nccl_case, b, nc, comm, s);
+    else baseline_op(b, base_comm, s);
+  }
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  return max_over_ranks((mgpu_now_us() - t0) / iters);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_of(const double *v, int n) {
+  double t[kMaxSamples];
+  if (n <= 0) return NAN;
+  memcpy(t, v, sizeof(double) * (size_t)n);
+  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static int iters_for(double one_us) {
+  double it = ceil(kSampleUs / (one_us > 1 ? one_us : 1));
+  return it < 1 ? 1 : it > 5000 ? 5000 : (int)it;
+}
+
+static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, ncclComm_t nc,
+                     int usable, cudaStream_t s) {
+  const mgpu_case *c = &ctx->perf_cases[pi];
+  const int nccl_case = strncmp(c->name, "nccl", 4) == 0;
+  const long long n = c->n;
+  const size_t bytes = (size_t)n * sizeof(float);
+  const int min_reps = ctx->min_reps > 0 ? ctx->min_reps : 5;
+  int max_reps = ctx->max_reps > 0 ? ctx->max_reps : 30;
+  const double budget_us =
+      (ctx->perf_budget_ms > 0 ? ctx->perf_budget_ms : 20000.0) * 1e3 / ctx->nperf_cases;
+  double yours_us[kMaxSamples], base_us[kMaxSamples], start;
+  perf_bufs b;
+  float *want, *host;
+  part_tally t;
+  mgpu_result r;
+  int k, i, stop, iy, ib;
+  char name[96];
+
+  if (n < 1 || n > kMaxN) mgpu_fail("driver", "perf case", __FILE__, __LINE__, n, "perf case size out of range");
+  if (nccl_case && !usable) return; /* the correctness stage has failed already */
+  if (max_reps > kMaxSamples) max_reps = kMaxSamples;
+  memset(&b, 0, sizeof b);
+  b.n = n;
+  b.send = mgpu_alloc(bytes, ctx->device);
+  b.recv = mgpu_alloc(bytes, ctx->device);
+  MGPU_CUDA(cudaMalloc((void **)&b.bsend, bytes));
+  MGPU_CUDA(cudaMalloc((void **)&b.brecv, bytes));
+  mgpu_fill_exact_f32((float *)b.send.ptr, n, ctx->seed, ctx->rank, 5000 + pi, s);
+  mgpu_fill_exact_f32(b.bsend, n, ctx->seed, ctx->rank, 5000 + pi, s);
+  MGPU_CUDA(cudaStreamSynchronize(s));
+
+  /* Warm-up (NCCL's and MPI's first-use costs), then one timed operation of each decides how
+   * many a sample takes, separately for each side. */
+  for (i = 0; i < 2; i++) {
+    sample(0, 1, nccl_case, &b, nc, comm, base_comm, s);
+    sample(1, 1, nccl_case, &b, nc, comm, base_comm, s);
+  }
+  iy = iters_for(sample(0, 1, nccl_case, &b, nc, comm, base_comm, s));
+  ib = iters_for(sample(1, 1, nccl_case, &b, nc, comm, base_comm, s));
+
+  start = mgpu_now_us();
+  for (k = 0, stop = 0; !stop; k++) {
+    yours_us[k] = sample(0, iy, nccl_case, &b, nc, comm, base_comm, s);
+    base_us[k] = sample(1, ib, nccl_case, &b, nc, comm, base_comm, s);
+    stop = k + 1 >= max_reps || (k + 1 >= min_reps && mgpu_now_us() - start > budget_us);
+    MGPU_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  }
+  mgpu_record_timing(c->name, "yours", (double)bytes, 1.0, "time", yours_us, yours_us, k);
+  mgpu_record_timing(c->name, "baseline", (double)bytes, 1.0, "time", base_us, base_us, k);
+  if (ctx->rank == 0) {
+    snprintf(name, sizeof name, "%s: your %s, median", c->name, nccl_case ? "nccl_sum" : "mpi_sum");
+    mgpu_value(name, median_of(yours_us, k), "us");
+    snprintf(name, sizeof name, "%s: the course's MPI_Allreduce, median", c->name);
+    mgpu_value(name, median_of(base_us, k), "us");
+  }
+
+  /* What was timed must still be an all-reduce: recv poisoned, one more of yours. */
+  want = (float *)malloc(bytes);
+  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  host = host_alloc(bytes);
+  mgpu_poison(&b.recv, s);
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  yours_op(nccl_case, &b, nc, comm, s);
+  collective_watch(ctx, s, nccl_case ? "nccl_sum" : "mpi_sum");
+  host_sum(want, ctx, 5000 + pi, n, 1.0f);
+  memset(&t, 0, sizeof t);
+  mgpu_result_init(&r, n);
+  compare_part(&r, 0, &b.recv, want, NULL, n, host, s, &t);
+  r.guard_hits = mgpu_guard_hits(&b.send) + mgpu_guard_hits(&b.recv);
+  if (r.bad || r.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timing, one more %s of %lld floats (recv poisoned first) did not produce "
+             "the sum: %lld elements wrong",
+             nccl_case ? "nccl_sum" : "mpi_sum", n, t.wrong);
+  snprintf(name, sizeof name, "timed-%s", c->name);
+  mgpu_record_case(name, &r, 0);
+
+  MGPU_CUDA(cudaFreeHost(host));
+  free(want);
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  MGPU_CUDA(cudaFree(b.brecv));
+  MGPU_CUDA(cudaFree(b.bsend));
+  mgpu_free(&b.recv);
+  mgpu_free(&b.send);
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  MPI_Comm comms[2]; /* the learner's, the baseline's */
+  cudaStream_t stream;
+  ncclComm_t nc;
+  char problem[sizeof(((mgpu_result *)0)->msg)];
+  int usable, k;
+
+  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init */
+  start_mpi(&ctx, &argc, &argv, comms, 2);
+  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  nc = make_comm(&ctx, comms[0]);
+  usable = comm_matches(nc, &ctx, problem, sizeof problem);
+  {
+    /* NCCL work is collective: run it only if every rank's communicator is right. */
+    int all = usable;
+    MGPU_MPI(MPI_Allreduce(&usable, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (usable && !all)
+      snprintf(problem, sizeof problem,
+               "another rank's NCCL communicator does not match MPI (its record says how), so "
+               "no rank ran the NCCL parts");
+    usable = all;
+  }
+  if (!usable) mgpu_note("%s", problem);
+
+  for (k = 0; k < ctx.ncases; k++) run_case(&ctx, k, comms[0], nc, usable, problem, stream);
+  if (ctx.perf)
+    for (k = 0; k < ctx.nperf_cases; k++)
+      run_perf(&ctx, k, comms[0], comms[1], nc, usable, stream);
+
+  MGPU_CUDA(cudaDeviceSynchronize());
+  if (nc != NULL) MGPU_NCCL(ncclCommDestroy(nc));
+  MGPU_CUDA(cudaStreamDestroy(stream));
+  MGPU_MPI(MPI_Comm_free(&comms[1]));
+  MGPU_MPI(MPI_Comm_free(&comms[0]));
+  MGPU_MPI(MPI_Finalize());
+  return mgpu_finish(&ctx);
+}

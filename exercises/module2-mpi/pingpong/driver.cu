@@ -1,0 +1,561 @@
+/*
+ * driver.cu — module2/pingpong (course-owned).
+ *
+ * One process per GPU, started by mpirun with a CUDA-aware MPI. mgpu_init picks this rank's
+ * GPU (local rank % GPUs) before MPI_Init, so the MPI library finds the right device current.
+ * The driver refuses to go on when the MPI says it is not CUDA-aware (MPIX_Query_cuda_support
+ * returns 0): a device pointer handed to such an MPI crashes the process.
+ *
+ * Pairs: (0, 1), (2, 3), ...; with an odd rank count the last rank has no partner.
+ *
+ * Correctness, per case (n = bytes), kRounds rounds, each with fresh data:
+ *   1. recv is poisoned (0xFF); send gets this rank's "stale" pattern, and the stream is
+ *      synchronized: that is what send holds before the round's data exists.
+ *   2. All ranks meet (MPI_Barrier on MPI_COMM_WORLD). Then a kDelayUs spin kernel and the fill
+ *      of send with this round's pattern are queued on the stream (non-blocking, so nothing
+ *      else orders work behind them), and pingpong() is called at once. Code that hands send
+ *      to MPI before the stream has finished ships the stale pattern: every time, not once in
+ *      a while, because the fill is still 20 ms away.
+ *   3. Every byte of recv is compared on the GPU with the partner's pattern of the round (the
+ *      pattern depends on the seed, the round AND the sender's rank, so bytes from the wrong
+ *      rank fail). Mismatches are also classified: the partner's stale pattern (the stream was
+ *      not synchronized), this rank's own pattern (the partner echoed recv instead of sending
+ *      its send), poison (nothing arrived). send must be unchanged, the guard bands around both
+ *      buffers untouched; a rank without a partner must leave recv poisoned.
+ *   4. The pp_stats the learner returns must be consistent: one_way_us > 0, gbps =
+ *      bytes / one_way_us within 2 %, and 2 x reps x one_way_us no longer than the call took.
+ *
+ * Performance (headline 128MiB; metric algbw, bytes = 2n per round trip, so the figure is the
+ * one-way bandwidth): the learner's ping-pong against the copy engine moving the same bytes
+ * between the same two GPUs in the same run: cudaMemcpyPeerAsync from the even rank's buffer
+ * into the odd rank's, then from the odd rank's into the even rank's, queued on the even rank's
+ * stream. The baseline has buffers of its own (so it never meets the MPI library's cache of
+ * IPC mappings of the learner's buffers); the even rank reaches its partner's through CUDA IPC
+ * handles (cudaIpcGetMemHandle, shared with mgpu_share, opened with cudaIpcOpenMemHandle).
+ *
+ * The timing is the driver's own, not mgpu_time_pair: MPI_Send/MPI_Recv block the host until
+ * the data has moved, and Open MPI's CUDA copies run on streams that a gate kernel on the
+ * default stream would hold back. So every sample is: all ranks meet (MPI_Barrier), then
+ * `iters` operations back to back, timed with the host clock to their end (the learner's
+ * call returns when the data is in recv; the copies end at cudaStreamSynchronize; the copies
+ * are also timed with CUDA events). Yours and the baseline alternate (ABAB); each sample is
+ * the maximum over all ranks (MPI_Allreduce), so every rank records the same series. After
+ * the timing, one more round with fresh data is checked (case "timed-<perf case>").
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
+#include <cuda_runtime.h>
+
+#include "mgpu.h"
+#include "pingpong.h"
+
+enum { kRounds = 3, kCheckReps = 2, kThreads = 256, kMaxSamples = 200 };
+static const double kDelayUs = 20000.0;   /* the fill waits this long behind a spin kernel */
+static const double kSampleUs = 2000.0;   /* a timing sample lasts at least this long */
+static const size_t kMaxBytes = 1u << 30; /* MPI counts are ints; cases stay far below */
+
+/* ---- data ---------------------------------------------------------------------------------- */
+
+/* Pattern seeds: the pattern a rank sends depends on the run's seed and on the rank. */
+static uint64_t rank_seed(const mgpu_ctx *ctx, int rank) {
+  return ctx->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(rank + 1));
+}
+/* Pattern iterations: fresh data of round r of case c, and what send holds before it. */
+static int fresh_iter(int c, int round) { return c * 64 + 2 * round; }
+static int stale_iter(int c, int round) { return c * 64 + 2 * round + 1; }
+
+/* mgpu_pattern_byte's definition (docs/harness.md): byte i is byte i & 7 of mix(key ^ (i>>3)). */
+__host__ __device__ static inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+typedef struct counts {
+  unsigned long long bad, unwritten, stale, own;
+} counts;
+
+/* Compares got with the pattern of key `want`. mode 0: bytes equal to the pattern match; a
+ * mismatch that is 0xFF is "unwritten", one that equals pattern `stale` (or `own`) is counted
+ * as such as well. mode 1: every byte must still be 0xFF (poison). */
+__global__ void compare_bytes(const uint8_t *got, long long n, uint64_t want, uint64_t stale,
+                              uint64_t own, int mode, counts *out) {
+  unsigned long long bad = 0, unwritten = 0, nstale = 0, nown = 0;
+  const long long words = (n + 7) / 8;
+  for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words;
+       w += (long long)gridDim.x * blockDim.x) {
+    const uint64_t pw = mix64(want ^ (uint64_t)w), ps = mix64(stale ^ (uint64_t)w),
+                   po = mix64(own ^ (uint64_t)w);
+    for (int b = 0; b < 8 && w * 8 + b < n; b++) {
+      const uint8_t g = got[w * 8 + b];
+      const uint8_t e = mode == 1 ? 0xFF : (uint8_t)(pw >> (8 * b));
+      if (g == e) continue;
+      if (mode == 1) {
+        bad++;
+        continue;
+      }
+      if (g == 0xFF) unwritten++;
+      else bad++;
+      if (g == (uint8_t)(ps >> (8 * b))) nstale++;
+      if (g == (uint8_t)(po >> (8 * b))) nown++;
+    }
+  }
+  if (bad) atomicAdd(&out->bad, bad);
+  if (unwritten) atomicAdd(&out->unwritten, unwritten);
+  if (nstale) atomicAdd(&out->stale, nstale);
+  if (nown) atomicAdd(&out->own, nown);
+}
+
+__global__ void delay_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+static counts *g_counts; /* device, one set per comparison */
+
+static counts compare(const mgpu_buf *b, uint64_t want, uint64_t stale, uint64_t own, int mode,
+                      cudaStream_t s) {
+  counts h;
+  const long long n = (long long)b->bytes, words = (n + 7) / 8;
+  unsigned blocks = (unsigned)((words + kThreads - 1) / kThreads);
+  if (blocks > 4096) blocks = 4096;
+  if (blocks == 0) blocks = 1;
+  MGPU_CUDA(cudaMemsetAsync(g_counts, 0, sizeof(counts), s));
+  compare_bytes<<<blocks, kThreads, 0, s>>>((const uint8_t *)b->ptr, n, want, stale, own, mode,
+                                            g_counts);
+  MGPU_KERNEL();
+  MGPU_CUDA(cudaMemcpyAsync(&h, g_counts, sizeof h, cudaMemcpyDeviceToHost, s));
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  return h;
+}
+
+/* Adds up to 8 first mismatches of b against pattern key `want` (0xFF everywhere in mode 1). */
+static void first_mismatches(const mgpu_buf *b, uint64_t want, int mode, mgpu_result *r) {
+  const size_t chunk = 1u << 20;
+  uint8_t *h = (uint8_t *)malloc(chunk);
+  size_t off;
+  if (!h) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  for (off = 0; off < b->bytes && r->nfirst < 8; off += chunk) {
+    const size_t m = b->bytes - off < chunk ? b->bytes - off : chunk;
+    size_t j;
+    MGPU_CUDA(cudaMemcpy(h, (const uint8_t *)b->ptr + off, m, cudaMemcpyDeviceToHost));
+    for (j = 0; j < m && r->nfirst < 8; j++) {
+      const unsigned e = mode == 1 ? 0xFFu : mgpu_pattern_byte_k(want, (long long)(off + j));
+      mgpu_mismatch *mm;
+      if (h[j] == e) continue;
+      mm = &r->first[r->nfirst++];
+      mm->i = (long long)(off + j);
+      if (h[j] == 0xFF) snprintf(mm->got, sizeof mm->got, "0xff(poison)");
+      else snprintf(mm->got, sizeof mm->got, "0x%02x", h[j]);
+      if (mode == 1) snprintf(mm->want, sizeof mm->want, "0xff(untouched)");
+      else snprintf(mm->want, sizeof mm->want, "0x%02x", e);
+    }
+  }
+  free(h);
+}
+
+/* The driver's comparison kernel must agree with the harness's fill before it judges anyone. */
+static void self_test(const mgpu_ctx *ctx, cudaStream_t s) {
+  mgpu_buf b = mgpu_alloc(4099, ctx->device);
+  counts c;
+  mgpu_fill_pattern(b.ptr, b.bytes, ctx->seed, 7, s);
+  c = compare(&b, mgpu_pattern_key(ctx->seed, 7), 0, 0, 0, s);
+  if (c.bad || c.unwritten)
+    mgpu_fail("driver", "self test", __FILE__, __LINE__, (long)(c.bad + c.unwritten),
+              "the driver's byte comparison disagrees with mgpu_fill_pattern (a bug in the course)");
+  mgpu_free(&b);
+}
+
+/* ---- MPI ----------------------------------------------------------------------------------- */
+
+static int partner_of(int rank, int world) {
+  const int p = rank ^ 1;
+  return p < world ? p : -1;
+}
+
+/* 1: the MPI that runs us takes device pointers; 0: it does not; -1: it cannot say. */
+static int mpi_cuda_aware(void) {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  return MPIX_Query_cuda_support();
+#else
+  return -1;
+#endif
+}
+
+static void start_mpi(mgpu_ctx *ctx, int *argc, char ***argv, MPI_Comm *learner) {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING + 1], msg[600], *nl;
+  int rank, world, len = 0, aware;
+  MGPU_MPI(MPI_Init(argc, argv));
+  mgpu_mpi_errors_return();
+  MGPU_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MGPU_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  if (rank != ctx->rank || world != ctx->world) {
+    snprintf(msg, sizeof msg, "MPI says rank %d of %d, the launcher's environment %d of %d", rank,
+             world, ctx->rank, ctx->world);
+    mgpu_fail("harness", "MPI_Comm_rank", __FILE__, __LINE__, rank, msg);
+  }
+  MGPU_MPI(MPI_Get_library_version(version, &len));
+  version[len < 0 ? 0 : len > MPI_MAX_LIBRARY_VERSION_STRING ? MPI_MAX_LIBRARY_VERSION_STRING : len] = 0;
+  if ((nl = strchr(version, '\n')) != NULL) *nl = 0;
+  if ((nl = strchr(version, ',')) != NULL) *nl = 0;
+  aware = mpi_cuda_aware();
+  if (aware == 0) {
+    snprintf(msg, sizeof msg,
+             "%s is not CUDA-aware: MPIX_Query_cuda_support() returned 0, so a device pointer "
+             "passed to MPI_Send would crash it. Nothing was run. Use a CUDA-aware MPI "
+             "(`mgpu-learn doctor` shows which MPI the course found)",
+             version);
+    mgpu_fail("harness", "MPIX_Query_cuda_support", __FILE__, __LINE__, 0, msg);
+  }
+  if (ctx->rank == 0)
+    mgpu_note("MPI: %s; MPIX_Query_cuda_support() = %s", version,
+              aware == 1 ? "1 (CUDA-aware)" : "not available (this MPI cannot say; assumed aware)");
+  MGPU_MPI(MPI_Comm_dup(MPI_COMM_WORLD, learner));
+  MGPU_MPI(MPI_Comm_set_errhandler(*learner, MPI_ERRORS_RETURN));
+}
+
+static double max_over_ranks(double v) {
+  double out = v;
+  MGPU_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+/* ---- correctness --------------------------------------------------------------------------- */
+
+typedef struct tally {
+  mgpu_result r;
+  long long stale, own, send_changed, idle_touched, stats_bad;
+  char stats_why[200];
+} tally;
+
+/* One round with fresh data: returns after the learner's call and every check. */
+static void one_round(const mgpu_ctx *ctx, int c, int round, mgpu_buf *send, mgpu_buf *recv,
+                      int reps, MPI_Comm comm, cudaStream_t s, tally *t) {
+  const int partner = partner_of(ctx->rank, ctx->world);
+  const uint64_t my_seed = rank_seed(ctx, ctx->rank);
+  const size_t n = send->bytes;
+  pp_stats st;
+  double t0, call_us;
+  counts k;
+
+  mgpu_poison(recv, s);
+  mgpu_fill_pattern(send->ptr, n, my_seed, stale_iter(c, round), s);
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  delay_kernel<<<1, 1, 0, s>>>((unsigned long long)(kDelayUs * 1000.0));
+  MGPU_KERNEL();
+  mgpu_fill_pattern(send->ptr, n, my_seed, fresh_iter(c, round), s);
+  t0 = mgpu_now_us();
+  st = pingpong(send->ptr, recv->ptr, n, reps, s, comm);
+  call_us = mgpu_now_us() - t0;
+  MGPU_CUDA(cudaStreamSynchronize(s));
+
+  if (partner < 0) {
+    k = compare(recv, 0, 0, 0, 1, s);
+    t->r.checked += (long long)n;
+    if (k.bad) {
+      t->idle_touched += (long long)k.bad;
+      t->r.bad += (long long)k.bad;
+      if (t->r.nfirst == 0) first_mismatches(recv, 0, 1, &t->r);
+    }
+  } else {
+    const uint64_t want = mgpu_pattern_key(rank_seed(ctx, partner), fresh_iter(c, round));
+    k = compare(recv, want, mgpu_pattern_key(rank_seed(ctx, partner), stale_iter(c, round)),
+                mgpu_pattern_key(my_seed, fresh_iter(c, round)), 0, s);
+    t->r.checked += (long long)n;
+    t->r.bad += (long long)k.bad;
+    t->r.unwritten += (long long)k.unwritten;
+    t->stale += (long long)k.stale;
+    t->own += (long long)k.own;
+    if ((k.bad || k.unwritten) && t->r.nfirst == 0) first_mismatches(recv, want, 0, &t->r);
+
+    /* The learner's figures. */
+    if (!t->stats_bad) {
+      const double implied = st.one_way_us > 0 ? (double)n / (st.one_way_us * 1e3) : 0;
+      if (!(isfinite(st.one_way_us) && st.one_way_us > 0 && isfinite(st.gbps) && st.gbps > 0)) {
+        t->stats_bad = 1;
+        snprintf(t->stats_why, sizeof t->stats_why,
+                 "pingpong returned one_way_us = %g and gbps = %g: both must be positive", st.one_way_us,
+                 st.gbps);
+      } else if (fabs(st.gbps - implied) > 0.02 * implied) {
+        t->stats_bad = 1;
+        snprintf(t->stats_why, sizeof t->stats_why,
+                 "pingpong returned gbps = %g, but %zu bytes in one_way_us = %g us is %g GB/s", st.gbps,
+                 n, st.one_way_us, implied);
+      } else if (2.0 * reps * st.one_way_us > 1.05 * call_us + 50.0) {
+        t->stats_bad = 1;
+        snprintf(t->stats_why, sizeof t->stats_why,
+                 "pingpong returned one_way_us = %g for %d round trips, %g us in all, but the "
+                 "whole call took %.0f us: a round trip is two one-way trips",
+                 st.one_way_us, reps, 2.0 * reps * st.one_way_us, call_us);
+      }
+    }
+  }
+  k = compare(send, mgpu_pattern_key(my_seed, fresh_iter(c, round)), 0, 0, 0, s);
+  t->send_changed += (long long)(k.bad + k.unwritten);
+}
+
+static void record(const mgpu_ctx *ctx, const char *name, tally *t, int rounds,
+                   const mgpu_buf *send, const mgpu_buf *recv) {
+  const int partner = partner_of(ctx->rank, ctx->world);
+  mgpu_result *r = &t->r;
+  const long long wrong = r->bad + r->unwritten;
+  int force = 0;
+  r->guard_hits = mgpu_guard_hits(send) + mgpu_guard_hits(recv);
+  if (partner < 0 && t->idle_touched)
+    snprintf(r->msg, sizeof r->msg,
+             "rank %d is the last of an odd number of ranks (%d) and has no partner, so its recv "
+             "must stay untouched, but %lld bytes of it changed: some rank sent to it. Partners "
+             "are (0, 1), (2, 3), ...",
+             ctx->rank, ctx->world, t->idle_touched);
+  else if (wrong && t->stale * 2 >= wrong)
+    snprintf(r->msg, sizeof r->msg,
+             "%lld of the %lld wrong bytes in recv are what rank %d's send held BEFORE the "
+             "driver's fill kernel ran (it was queued on `stream` behind a 20 ms delay): MPI read "
+             "send before the work on the stream had finished. MPI knows nothing about CUDA "
+             "streams: finish the stream (cudaStreamSynchronize) before handing send to MPI",
+             t->stale, wrong, partner);
+  else if (wrong && r->unwritten == wrong && r->unwritten >= r->checked / rounds)
+    snprintf(r->msg, sizeof r->msg,
+             "recv was never written (it still holds the driver's 0xFF poison): the bytes this "
+             "rank's partner, rank %d, sent did not arrive in recv. Did they go to another buffer, "
+             "a host copy that was never copied back, or to another rank?",
+             partner);
+  else if (wrong && t->own * 2 >= wrong)
+    snprintf(r->msg, sizeof r->msg,
+             "%lld of the %lld wrong bytes in recv are this rank's own bytes: rank %d sent back "
+             "what it had received instead of the contents of its own send",
+             t->own, wrong, partner);
+  else if (wrong)
+    snprintf(r->msg, sizeof r->msg,
+             "recv must hold the bytes rank %d sent (a pattern that depends on the sender's rank "
+             "and changes every round); %lld bytes differ and %lld were never written, over %d "
+             "rounds. Index = byte offset in recv. Partners are (0, 1), (2, 3), ...: is the "
+             "partner right for %d ranks?",
+             partner, r->bad, r->unwritten, rounds, ctx->world);
+  else if (t->send_changed) {
+    force = 1;
+    snprintf(r->msg, sizeof r->msg,
+             "send was modified (%lld bytes differ from what the driver wrote): it is input only",
+             t->send_changed);
+  } else if (r->guard_hits)
+    snprintf(r->msg, sizeof r->msg, "a write landed outside send or recv (in the guard bands)");
+  else if (t->stats_bad) {
+    force = 1;
+    snprintf(r->msg, sizeof r->msg, "the bytes are right, but the figures are not: %s", t->stats_why);
+  }
+  mgpu_record_case(name, r, force);
+}
+
+static void run_case(const mgpu_ctx *ctx, int c, MPI_Comm comm, cudaStream_t s) {
+  const long long n = ctx->cases[c].n;
+  mgpu_buf send, recv;
+  tally t;
+  int round;
+  if (n < 1 || (size_t)n > kMaxBytes)
+    mgpu_fail("driver", "case", __FILE__, __LINE__, n, "case size out of range (1 B .. 1 GiB)");
+  send = mgpu_alloc((size_t)n, ctx->device);
+  recv = mgpu_alloc((size_t)n, ctx->device);
+  memset(&t, 0, sizeof t);
+  mgpu_result_init(&t.r, n);
+  for (round = 0; round < kRounds; round++)
+    one_round(ctx, c, round, &send, &recv, kCheckReps, comm, s, &t);
+  t.r.n = n;
+  record(ctx, ctx->cases[c].name, &t, kRounds, &send, &recv);
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  mgpu_free(&recv);
+  mgpu_free(&send);
+}
+
+/* ---- performance --------------------------------------------------------------------------- */
+
+typedef struct ipc_share {
+  cudaIpcMemHandle_t send, recv;
+} ipc_share;
+
+typedef struct baseline {
+  void *send, *recv;  /* this rank's baseline buffers (cudaMalloc: IPC exports allocations) */
+  void *peer_send, *peer_recv; /* the partner's, opened here (even rank of a pair only) */
+  int my_dev, peer_dev;
+} baseline;
+
+static int ptr_device(const void *p) {
+  cudaPointerAttributes a;
+  MGPU_CUDA(cudaPointerGetAttributes(&a, p));
+  return a.device;
+}
+
+/* Every rank allocates its baseline buffers and publishes their IPC handles; the even rank of
+ * each pair opens its partner's. Collective. */
+static void baseline_open(mgpu_ctx *ctx, size_t n, cudaStream_t s, baseline *b) {
+  const int partner = partner_of(ctx->rank, ctx->world);
+  ipc_share mine, theirs;
+  int r;
+  memset(b, 0, sizeof *b);
+  memset(&mine, 0, sizeof mine);
+  memset(&theirs, 0, sizeof theirs);
+  MGPU_CUDA(cudaMalloc(&b->send, n));
+  MGPU_CUDA(cudaMalloc(&b->recv, n));
+  mgpu_fill_pattern(b->send, n, rank_seed(ctx, ctx->rank), 2000, s);
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  MGPU_CUDA(cudaIpcGetMemHandle(&mine.send, b->send));
+  MGPU_CUDA(cudaIpcGetMemHandle(&mine.recv, b->recv));
+  for (r = 0; r < ctx->world; r++) {
+    ipc_share got = mine;
+    mgpu_share(ctx, "pp-ipc", &got, sizeof got, r);
+    if (r == partner) theirs = got;
+  }
+  if (partner < 0 || ctx->rank % 2 == 1) return;
+  MGPU_CUDA(cudaIpcOpenMemHandle(&b->peer_send, theirs.send, cudaIpcMemLazyEnablePeerAccess));
+  MGPU_CUDA(cudaIpcOpenMemHandle(&b->peer_recv, theirs.recv, cudaIpcMemLazyEnablePeerAccess));
+  b->my_dev = ctx->device;
+  b->peer_dev = ptr_device(b->peer_recv);
+}
+
+/* Collective: the partner's mappings go before anyone frees what they map. */
+static void baseline_close(baseline *b) {
+  if (b->peer_send) MGPU_CUDA(cudaIpcCloseMemHandle(b->peer_send));
+  if (b->peer_recv) MGPU_CUDA(cudaIpcCloseMemHandle(b->peer_recv));
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  MGPU_CUDA(cudaFree(b->recv));
+  MGPU_CUDA(cudaFree(b->send));
+}
+
+/* The baseline's round trip: the copy engine moves this rank's send -> the partner's recv,
+ * then the partner's send -> this rank's recv, on the even rank's stream. The odd rank and a
+ * rank alone do nothing. */
+static void baseline_round(const baseline *b, size_t n, cudaStream_t s) {
+  if (!b->peer_recv) return;
+  MGPU_CUDA(cudaMemcpyPeerAsync(b->peer_recv, b->peer_dev, b->send, b->my_dev, n, s));
+  MGPU_CUDA(cudaMemcpyPeerAsync(b->recv, b->my_dev, b->peer_send, b->peer_dev, n, s));
+}
+
+static void run_perf(mgpu_ctx *ctx, int pc, int ncases, MPI_Comm comm, cudaStream_t s) {
+  const mgpu_case *c = &ctx->perf_cases[pc];
+  const size_t n = (size_t)c->n;
+  const int min_reps = ctx->min_reps > 0 ? ctx->min_reps : 5;
+  int max_reps = ctx->max_reps > 0 ? ctx->max_reps : 30;
+  const double budget_us = (ctx->perf_budget_ms > 0 ? ctx->perf_budget_ms : 20000.0) * 1e3 / ncases;
+  double yours_us[kMaxSamples], base_us[kMaxSamples], base_wall[kMaxSamples];
+  mgpu_buf send, recv;
+  baseline b;
+  cudaEvent_t e0, e1;
+  pp_stats st = {0, 0};
+  double t0, one, start;
+  int iters, i, k, stop;
+  char name[96];
+  tally t;
+
+  if (c->n < 1 || n > kMaxBytes)
+    mgpu_fail("driver", "perf case", __FILE__, __LINE__, c->n, "perf case size out of range");
+  if (max_reps > kMaxSamples) max_reps = kMaxSamples;
+  send = mgpu_alloc(n, ctx->device);
+  recv = mgpu_alloc(n, ctx->device);
+  mgpu_fill_pattern(send.ptr, n, rank_seed(ctx, ctx->rank), 1000 + pc, s);
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  baseline_open(ctx, n, s, &b);
+  MGPU_CUDA(cudaEventCreate(&e0));
+  MGPU_CUDA(cudaEventCreate(&e1));
+
+  /* Warm-up (MPI's IPC handle cache, peer mappings), then one timed call of each decides how
+   * many operations a sample takes: the slower side lasts at least kSampleUs. */
+  for (i = 0; i < 2; i++) {
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    pingpong(send.ptr, recv.ptr, n, 1, s, comm);
+    baseline_round(&b, n, s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+  }
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  t0 = mgpu_now_us();
+  pingpong(send.ptr, recv.ptr, n, 1, s, comm);
+  one = max_over_ranks(mgpu_now_us() - t0);
+  iters = (int)ceil(kSampleUs / (one > 1 ? one : 1));
+  if (iters < 1) iters = 1;
+  if (iters > 2000) iters = 2000;
+
+  start = mgpu_now_us();
+  for (k = 0, stop = 0; !stop; k++) {
+    float ms = 0;
+    double us;
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    t0 = mgpu_now_us();
+    st = pingpong(send.ptr, recv.ptr, n, iters, s, comm);
+    us = (mgpu_now_us() - t0) / iters;
+    yours_us[k] = max_over_ranks(us);
+
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    t0 = mgpu_now_us();
+    MGPU_CUDA(cudaEventRecord(e0, s));
+    for (i = 0; i < iters; i++) baseline_round(&b, n, s);
+    MGPU_CUDA(cudaEventRecord(e1, s));
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    us = (mgpu_now_us() - t0) / iters;
+    MGPU_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    base_wall[k] = max_over_ranks(b.peer_recv ? us : 0.0);
+    base_us[k] = max_over_ranks(b.peer_recv ? ms * 1e3 / iters : 0.0);
+
+    stop = k + 1 >= max_reps || (k + 1 >= min_reps && mgpu_now_us() - start > budget_us);
+    MGPU_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  }
+  mgpu_record_timing(c->name, "yours", 2.0 * (double)n, 1.0, "algbw", yours_us, yours_us, k);
+  mgpu_record_timing(c->name, "baseline", 2.0 * (double)n, 1.0, "algbw", base_us, base_wall, k);
+  if (ctx->rank == 0 && partner_of(0, ctx->world) >= 0) {
+    snprintf(name, sizeof name, "your one-way latency, %s", c->name);
+    mgpu_value(name, st.one_way_us, "us");
+    snprintf(name, sizeof name, "your bandwidth, %s", c->name);
+    mgpu_value(name, st.gbps, "GB/s");
+  }
+
+  /* What was timed must still be a ping-pong: one more round with fresh data. */
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  baseline_close(&b);
+  memset(&t, 0, sizeof t);
+  mgpu_result_init(&t.r, (long long)n);
+  one_round(ctx, 40 + pc, 0, &send, &recv, 1, comm, s, &t);
+  snprintf(name, sizeof name, "timed-%s", c->name);
+  record(ctx, name, &t, 1, &send, &recv);
+
+  MGPU_CUDA(cudaEventDestroy(e1));
+  MGPU_CUDA(cudaEventDestroy(e0));
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  mgpu_free(&recv);
+  mgpu_free(&send);
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  MPI_Comm comm;
+  cudaStream_t stream;
+  int k;
+
+  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init */
+  start_mpi(&ctx, &argc, &argv, &comm);
+  if (ctx.world < 2)
+    mgpu_fail("driver", "ranks", __FILE__, __LINE__, ctx.world,
+              "a ping-pong needs at least 2 ranks (one per GPU); this run has 1");
+  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  MGPU_CUDA(cudaMalloc((void **)&g_counts, sizeof(counts)));
+  self_test(&ctx, stream);
+
+  for (k = 0; k < ctx.ncases; k++) run_case(&ctx, k, comm, stream);
+  if (ctx.perf)
+    for (k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, k, ctx.nperf_cases, comm, stream);
+
+  MGPU_CUDA(cudaFree(g_counts));
+  MGPU_CUDA(cudaStreamDestroy(stream));
+  MGPU_MPI(MPI_Comm_free(&comm));
+  MGPU_MPI(MPI_Finalize());
+  return mgpu_finish(&ctx);
+}
