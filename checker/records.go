@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 )
 
 // maxRecordLine bounds one record line; a longer line is a protocol error, not a reason to
@@ -104,19 +103,6 @@ type recordError struct {
 }
 
 func (e *recordError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg) }
-
-// readRankFile reads rank r's result file.
-func readRankFile(path string, rank int) (*rankRecords, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &rankRecords{Rank: rank, Path: path, Missing: true}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return parseRecords(f, path, rank)
-}
 
 // parseRecords reads JSON lines from r. A cut-off last line is tolerated (Truncated); any other
 // line that is not a valid record is an error naming path:line.

@@ -3,10 +3,11 @@ package checker
 import (
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mgpu-learn/mgpu-learn/runtime/launch"
 )
 
 const startRec = `{"t":"start","rank":1,"ts":1.5,"world":2,"local_rank":1,"device":-1,"gpu":"","pid":42,"harness":"c/1","exercise":"module0/sum"}`
@@ -100,20 +101,19 @@ func TestParseRecordsErrorsNameFileAndLine(t *testing.T) {
 	}
 }
 
-func TestReadRankFileMissing(t *testing.T) {
-	rr, err := readRankFile(filepath.Join(t.TempDir(), "rank-0.jsonl"), 0)
-	if err != nil || !rr.Missing {
-		t.Fatalf("missing file: %v %+v", err, rr)
+func TestRankWithoutChannelIsMissing(t *testing.T) {
+	k := &check{}
+	rr := &runResult{chans: map[int]*rankChannel{}}
+	recs, err := k.channelRecords(rr, launch.Spec{}, 0, filepath.Join(t.TempDir(), "rank-0.jsonl"))
+	if err != nil || !recs.Missing || len(rr.forgery) != 0 {
+		t.Fatalf("a rank that never connected: %v %+v %v", err, recs, rr.forgery)
 	}
 }
 
-func TestReadRankFileLongLine(t *testing.T) {
+func TestParseRecordsLongLine(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "rank-0.jsonl")
 	long := `{"t":"start","rank":0,"gpu":"` + strings.Repeat("x", maxRecordLine) + `"}` + "\n"
-	if err := os.WriteFile(p, []byte(long), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := readRankFile(p, 0)
+	_, err := parseRecords(strings.NewReader(long), p, 0)
 	if err == nil || !strings.Contains(err.Error(), p+":1:") {
 		t.Fatalf("want an error naming %s:1, got %v", p, err)
 	}
