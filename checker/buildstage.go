@@ -34,6 +34,7 @@ type learnerFile struct {
 	Path   string // on disk
 	Show   string // as the learner sees it
 	Object string // compiled object (c/cuda)
+	PP     string // its preprocessed lines (c/cuda; runtime/build/preprocess.go)
 }
 
 func isHeader(name string) bool {
@@ -218,6 +219,7 @@ func (k *check) build(ctx context.Context) *program {
 	for i, lf := range prog.learner {
 		if isSource(lf.Name) {
 			prog.learner[i].Object = res.Objects[lf.Show]
+			prog.learner[i].PP = res.Preprocessed[lf.Show]
 		}
 	}
 	prog.argv = []string{res.Binary}

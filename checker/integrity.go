@@ -224,6 +224,8 @@ func integrityMessage(vs []Violation) string {
 			fmt.Fprintf(&b, "Your code has start-up code %s (in %s): %s.\n", v.Symbol, v.File, v.Why)
 		case ruleInterpose:
 			fmt.Fprintf(&b, "Your code defines %s (in %s): %s.\n", v.Symbol, v.File, v.Why)
+		case ruleSource:
+			fmt.Fprintf(&b, "Your code has %s (in %s): %s.\n", v.Found, v.File, v.Why)
 		case rulePython:
 			fmt.Fprintf(&b, "Your code uses %s (in %s), which %s.\n", v.Symbol, v.File, v.Why)
 		}

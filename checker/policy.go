@@ -31,6 +31,11 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		iv, checked, err = k.pythonPolicy(ctx, prog)
 	} else {
 		iv, checked, err = k.objectIntegrity(prog)
+		if err == nil {
+			var lv []Violation
+			lv, err = lineDirectives(prog)
+			iv = append(iv, lv...)
+		}
 	}
 	if err != nil {
 		k.fail(StagePolicy, FaultRunner, "the integrity check could not run", err.Error())
@@ -73,13 +78,18 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 			return false
 		}
 		checked++
-		for _, f := range slices.Concat(e.Forbid, lookupForbid) {
+		forbid := slices.Concat(e.Forbid, lookupForbid)
+		found := map[string]bool{}
+		for _, f := range forbid {
 		search:
 			for _, name := range aliases(f.Symbol) {
 				for _, s := range syms {
 					if symbolMatches(s, name) {
-						file := lf.Show
-						if line := findInSource(lf.Path, name); line > 0 {
+						file, srcName := lf.Show, name
+						if strings.Contains(name, "*") { // a pattern: look for the name it matched
+							srcName = demangledName(strings.SplitN(s, "@", 2)[0])
+						}
+						if line := findInSource(lf.Path, srcName); line > 0 {
 							file = fmt.Sprintf("%s:%d", lf.Show, line)
 						}
 						v := Violation{Symbol: f.Symbol, Found: s, File: file, Why: f.Why}
@@ -87,9 +97,21 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 							v.Via = name
 						}
 						violations = append(violations, v)
+						found[f.Symbol] = true
 						break search
 					}
 				}
+			}
+		}
+		// What the symbol table cannot show: device code, inline functions, macros.
+		sv, err := sourceViolations(lf, lf.PP, forbid)
+		if err != nil {
+			k.fail(StagePolicy, FaultRunner, "cannot read the preprocessed "+lf.Show, err.Error())
+			return false
+		}
+		for _, v := range sv {
+			if v.Rule == "" && !found[v.Symbol] {
+				violations = append(violations, v)
 			}
 		}
 	}
@@ -99,17 +121,17 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		var b strings.Builder
 		for _, v := range violations {
 			if v.Via != "" {
-				fmt.Fprintf(&b, "Your code calls %s through its profiling alias %s (in %s), which this exercise forbids", v.Symbol, v.Via, v.File)
+				fmt.Fprintf(&b, "Your code calls %s through its profiling alias %s (in %s), which this exercise forbids", v.Name(), v.Via, v.File)
 			} else {
-				fmt.Fprintf(&b, "Your code calls %s (in %s), which this exercise forbids", v.Symbol, v.File)
+				fmt.Fprintf(&b, "Your code calls %s (in %s), which this exercise forbids", v.Name(), v.File)
 			}
 			if v.Why != "" {
 				fmt.Fprintf(&b, ": %s", v.Why)
 			}
 			b.WriteString(sentenceEnd(v.Why) + "\n")
 		}
-		b.WriteString("Remove the call and write that part yourself; the check looks at the symbols your object files use.")
-		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Symbol, v.File), b.String())
+		b.WriteString("Remove the call and write that part yourself; the check looks at the symbols your object files use and at your code as the compiler saw it (device code and macros included).")
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Name(), v.File), b.String())
 		return false
 	}
 	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)", checked, len(e.Forbid)))
@@ -254,6 +276,30 @@ func symbolMatches(sym, forbidden string) bool {
 	if i := strings.IndexByte(sym, '@'); i > 0 {
 		sym = sym[:i]
 	}
+	if strings.Contains(forbidden, "*") {
+		// A pattern (C names only): the symbol, or a C++ symbol's unqualified name.
+		if globMatch(forbidden, sym) {
+			return true
+		}
+		n := demangledName(sym)
+		if i := strings.LastIndex(n, "::"); i >= 0 {
+			n = n[i+2:]
+		}
+		if n != sym && globMatch(forbidden, n) {
+			return true
+		}
+		// A mangled free function, _Z<length><name>...
+		if rest, ok := strings.CutPrefix(sym, "_Z"); ok {
+			i := 0
+			for i < len(rest) && isIdentDigit(rest[i]) {
+				i++
+			}
+			if l, err := strconv.Atoi(rest[:i]); err == nil && l > 0 && i+l <= len(rest) {
+				return globMatch(forbidden, rest[i:i+l])
+			}
+		}
+		return false
+	}
 	if sym == forbidden {
 		return true
 	}
@@ -346,4 +392,26 @@ func sentenceEnd(s string) string {
 		return ""
 	}
 	return "."
+}
+
+// globMatch matches an identifier against a forbid pattern, where * stands for any run of
+// characters (the manifest's loader allows identifier characters and * only).
+func globMatch(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == name
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if len(name) < len(first)+len(last) || !strings.HasPrefix(name, first) || !strings.HasSuffix(name, last) {
+		return false
+	}
+	mid := name[len(first) : len(name)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(mid, p)
+		if i < 0 {
+			return false
+		}
+		mid = mid[i+len(p):]
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -137,8 +138,22 @@ type Violation struct {
 	Why    string `json:"why"`
 	// Rule is "" for a call the manifest forbids, else the integrity rule broken: "harness"
 	// (a call of the harness's recording API), "startup" (code before main), "interpose" (a
-	// definition replacing a function the driver or harness uses), "python" (mgpu_policy.py).
+	// definition replacing a function the driver or harness uses), "python" (mgpu_policy.py),
+	// "source" (a #line directive).
 	Rule string `json:"rule,omitempty"`
+}
+
+// Name is the forbidden call as a learner should read it: the symbol the manifest names, or,
+// for a pattern ("nvshmemx_*reduce*"), the name found with the pattern after it.
+func (v Violation) Name() string {
+	if !strings.Contains(v.Symbol, "*") || v.Found == "" {
+		return v.Symbol
+	}
+	n := demangledName(v.Found)
+	if i := strings.LastIndex(n, "::"); i >= 0 {
+		n = n[i+2:]
+	}
+	return n + " (" + v.Symbol + ")"
 }
 
 // RunSummary is what happened to the ranks of the (last) run.

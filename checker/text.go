@@ -167,7 +167,7 @@ func (t *textWriter) report(r *Report) {
 	if len(r.Policy) > 0 {
 		t.printf("\n  forbidden calls:\n")
 		for _, v := range r.Policy {
-			t.printf("    %s in %s", v.Symbol, v.File)
+			t.printf("    %s in %s", v.Name(), v.File)
 			if v.Why != "" {
 				t.printf(": %s", v.Why)
 			}

@@ -363,6 +363,14 @@ func (v *exerciseCheck) check() {
 		if strings.TrimSpace(f.Why) == "" {
 			v.errAt(v.at("forbid", i), "forbid entry %q has no why: say why the call is not allowed", f.Symbol)
 		}
+		if strings.Contains(f.Symbol, "*") {
+			switch {
+			case m.Kind == "python":
+				v.errAt(v.at("forbid", i, "symbol"), "forbid entry %q: a * pattern works for C and CUDA symbols only; name the Python function", f.Symbol)
+			case !validGlob(f.Symbol):
+				v.errAt(v.at("forbid", i, "symbol"), "forbid entry %q: a pattern is a C identifier with * for any run of identifier characters, and at least 6 characters that are not *", f.Symbol)
+			}
+		}
 	}
 	for i, h := range m.Hints {
 		if strings.TrimSpace(h) == "" {
@@ -681,4 +689,21 @@ func plainErr(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// validGlob says whether a forbid pattern is an identifier with * wildcards, specific enough
+// (6 fixed characters) not to catch everything.
+func validGlob(p string) bool {
+	fixed := 0
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '*':
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9':
+			fixed++
+		default:
+			return false
+		}
+	}
+	return fixed >= 6
 }

@@ -175,7 +175,7 @@ func (v *resultView) fill() {
 	if len(r.Policy) > 0 {
 		add("", st.bold.Render("Forbidden calls"))
 		for _, p := range r.Policy {
-			line := fmt.Sprintf("  %s in %s", p.Symbol, p.File)
+			line := fmt.Sprintf("  %s in %s", p.Name(), p.File)
 			if p.Why != "" {
 				line += ": " + p.Why
 			}

@@ -183,17 +183,18 @@ func TestCacheHitRunsNoCompiler(t *testing.T) {
 	b := NewBuilder(filepath.Join(dir, "cache"))
 	tc := &Toolchain{CC: cc, Version: "fake 1.0"}
 	first := build(t, b, p.request(tc))
-	if !first.OK || len(invocations(t, log)) != 4 { // three compiles and a link
+	// Three compiles, the learner's source preprocessed once more (cc keeps no passes), a link.
+	if !first.OK || len(invocations(t, log)) != 5 {
 		t.Fatalf("first build: OK=%v invocations %q", first.OK, invocations(t, log))
 	}
 	second := build(t, b, p.request(tc))
-	if n := len(invocations(t, log)); n != 4 || !second.Cached {
+	if n := len(invocations(t, log)); n != 5 || !second.Cached {
 		t.Errorf("cache hit ran the compiler: %d invocations, Cached=%v", n, second.Cached)
 	}
 
 	// The same files in another place hit the same entries.
 	other := newProject(t)
-	if third := build(t, b, other.request(tc)); !third.Cached || len(invocations(t, log)) != 4 {
+	if third := build(t, b, other.request(tc)); !third.Cached || len(invocations(t, log)) != 5 {
 		t.Errorf("same content elsewhere missed: Cached=%v invocations %d", third.Cached, len(invocations(t, log)))
 	}
 
@@ -424,9 +425,9 @@ func TestCommandLines(t *testing.T) {
 	if !res.OK {
 		t.Fatalf("build failed: %s", res.Log)
 	}
-	inv := invocations(t, log)
-	if len(inv) != 3 {
-		t.Fatalf("invocations: %q", inv)
+	inv, pre := withoutPreprocess(invocations(t, log))
+	if len(inv) != 3 || len(pre) != 1 || !strings.Contains(pre[0], "k.cu") {
+		t.Fatalf("invocations: %q, preprocessing %q", inv, pre)
 	}
 	var cu, c, link string
 	for _, l := range inv {
@@ -563,6 +564,45 @@ int main() { printf("%d\n", core_value()); return 0; }
 		t.Errorf("second CUDA build not cached: %+v", again)
 	}
 
+	// Both of nvcc's passes are kept for the policy stage: device code (under __CUDA_ARCH__)
+	// and host code, macros expanded.
+	pp, err := os.ReadFile(res.Preprocessed["scale.cu"])
+	if err != nil {
+		t.Fatalf("preprocessed scale.cu: %v", err)
+	}
+	for _, want := range []string{"scale.cu:3\t", "x[i] *= 2.0f", "scale_kernel<<<"} {
+		if !strings.Contains(string(pp), want) {
+			t.Errorf("preprocessed scale.cu lacks %q:\n%s", want, pp)
+		}
+	}
+	if strings.Contains(string(pp), "cudaLaunchKernel(const void") {
+		t.Errorf("preprocessed scale.cu has lines of the CUDA headers:\n%.2000s", pp)
+	}
+	write(t, filepath.Join(dir, "ws", "scale.cu"), `#include "api.h"
+#define PICK(a, b) a##b
+__global__ void scale_kernel(float *x, int n) {
+#ifdef __CUDA_ARCH__
+  x[0] = PICK(__fmaf, _rn)(x[0], 2.0f, 0.0f);
+#endif
+}
+void scale(float *x, int n) {
+#ifndef __CUDA_ARCH__
+  PICK(cudaMemset, Async)(x, 0, 4, 0);
+#endif
+  scale_kernel<<<1, 1>>>(x, n);
+}
+`)
+	passes := build(t, b, req)
+	if !passes.OK {
+		t.Fatalf("CUDA build failed:\n%s", passes.Log)
+	}
+	pp, _ = os.ReadFile(passes.Preprocessed["scale.cu"])
+	for _, want := range []string{"scale.cu:5\t", "__fmaf_rn(x[0]", "cudaMemsetAsync(x, 0, 4, 0)"} {
+		if !strings.Contains(string(pp), want) {
+			t.Errorf("preprocessed scale.cu (device and host passes) lacks %q:\n%s", want, pp)
+		}
+	}
+
 	// A kernel error is reported on the learner's file.
 	write(t, filepath.Join(dir, "ws", "scale.cu"), "#include \"api.h\"\n__global__ void k(float *x) { x[0] = undefined_thing; }\n")
 	bad := build(t, b, req)
@@ -683,7 +723,7 @@ func TestNVSHMEMForcesRelocatableDeviceCode(t *testing.T) {
 	if res.Cached || res.Compiled != 1 {
 		t.Errorf("NVSHMEM build reused the plain build's object: cached=%v compiled=%d", res.Cached, res.Compiled)
 	}
-	inv := invocations(t, log)
+	inv, _ := withoutPreprocess(invocations(t, log))
 	if len(inv) != 2 {
 		t.Fatalf("invocations: %q", inv)
 	}
@@ -762,4 +802,118 @@ int main() {
 	if len(res.RuntimeEnv) != 1 || !strings.HasPrefix(res.RuntimeEnv[0], "LD_LIBRARY_PATH="+lib) {
 		t.Errorf("RuntimeEnv = %q", res.RuntimeEnv)
 	}
+}
+
+func TestPreprocessedLearnerLines(t *testing.T) {
+	needCC(t)
+	p := newProject(t)
+	foreign := filepath.Join(t.TempDir(), "elsewhere", "mine.h")
+	write(t, foreign, "static int foreign_helper(int x) { return x; }\n")
+	write(t, filepath.Join(p.ws, "sum.c"), `#include "harness.h"
+#include "`+foreign+`"
+#define CALL(kind) helper_##kind
+int helper_fast(int a, int b);
+/* a comment that names helper_fast */
+int learner_sum(int a, int b) { return CALL(fast)(a, b) + foreign_helper(0); }
+int helper_fast(int a, int b) { return a + b; }
+`)
+	b := NewBuilder(filepath.Join(t.TempDir(), "cache"))
+	res := build(t, b, p.request(&Toolchain{}))
+	if !res.OK {
+		t.Fatalf("build failed:\n%s", res.Log)
+	}
+	path := res.Preprocessed["mod0/sum/sum.c"]
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("preprocessed lines: %v (%v)", err, res.Preprocessed)
+	}
+	pp := string(data)
+	for _, want := range []string{
+		"sum.c:6\tint learner_sum(int a, int b) { return helper_fast(a, b) + foreign_helper(0); }",
+		foreign + ":1\tstatic int foreign_helper",
+	} {
+		if !strings.Contains(pp, want) {
+			t.Errorf("preprocessed lines lack %q:\n%s", want, pp)
+		}
+	}
+	if strings.Contains(pp, "harness_twice") || strings.Contains(pp, "comment") {
+		t.Errorf("preprocessed lines hold a course header's line or a comment:\n%s", pp)
+	}
+	if again := build(t, b, p.request(&Toolchain{})); !again.Cached || again.Preprocessed["mod0/sum/sum.c"] != path {
+		t.Errorf("cached build: Cached=%v preprocessed %q, want %q", again.Cached, again.Preprocessed["mod0/sum/sum.c"], path)
+	}
+	// A cache entry without its preprocessed lines (an older cache) is compiled again.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if again := build(t, b, p.request(&Toolchain{})); again.Compiled != 1 {
+		t.Errorf("object without preprocessed lines: Compiled=%d, want 1", again.Compiled)
+	} else if _, err := os.Stat(again.Preprocessed["mod0/sum/sum.c"]); err != nil {
+		t.Errorf("preprocessed lines not stored again: %v", err)
+	}
+}
+
+func TestLearnerLinesMarkers(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "ws", "k.cu")
+	ii := filepath.Join(dir, "k.ii")
+	write(t, ii, `# 0 "`+main+`"
+# 0 "<built-in>"
+# 0 "<command-line>"
+# 1 "/usr/include/stdc-predef.h" 1 3 4
+int system_thing;
+# 0 "<command-line>" 2
+# 1 "`+main+`"
+# 1 "/opt/tools/include/lib.h" 1
+int library_thing(void);
+# 2 "`+main+`" 2
+int mine(void) { return library_thing(); }
+
+# 1 "/opt/tools/include/lib.h"
+int hidden_call(void) { return forbidden(); }
+# 7 "/home/me/other.h" 1
+int from_elsewhere;
+`)
+	got, err := learnerLines([]string{ii}, main, []string{"/opt/tools/include", "/usr/include"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "k.cu:2\tint mine(void) { return library_thing(); }\n" +
+		"!line k.cu:4 /opt/tools/include/lib.h\n" +
+		"k.cu:1\tint hidden_call(void) { return forbidden(); }\n" +
+		"/home/me/other.h:7\tint from_elsewhere;\n"
+	if string(got) != want {
+		t.Errorf("learnerLines:\n%s\nwant:\n%s", got, want)
+	}
+	for _, tc := range []struct {
+		in    string
+		file  string
+		line  int
+		flags string
+		ok    bool
+	}{
+		{`# 12 "a.c" 1 3`, "a.c", 12, "1 3", true},
+		{`#line 7 "b.c"`, "b.c", 7, "", true},
+		{`# 9`, "", 9, "", true},
+		{`#pragma once`, "", 0, "", false},
+		{`#define X 1`, "", 0, "", false},
+	} {
+		f, n, fl, ok := lineMarker(tc.in)
+		if f != tc.file || n != tc.line || fl != tc.flags || ok != tc.ok {
+			t.Errorf("lineMarker(%q) = %q %d %q %v", tc.in, f, n, fl, ok)
+		}
+	}
+}
+
+// withoutPreprocess splits compiler invocations into compiles and links, and the -E runs that
+// preprocess a learner's source for the policy stage (a fake compiler keeps no passes).
+func withoutPreprocess(inv []string) (rest, pre []string) {
+	for _, l := range inv {
+		if strings.HasPrefix(l, "-E ") {
+			pre = append(pre, l)
+		} else {
+			rest = append(rest, l)
+		}
+	}
+	return rest, pre
 }

@@ -58,6 +58,7 @@ type object struct {
 	abs     string
 	key     key
 	path    string // in the cache, once there
+	pp      string // learner sources: the preprocessed learner lines, in the cache (preprocess.go)
 	log     string // stored form (placeholders)
 	cached  bool
 	failed  bool
@@ -85,13 +86,16 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Objects: map[string]string{}}
+	res := &Result{Objects: map[string]string{}, Preprocessed: map[string]string{}}
 	var misses []*object
 	for _, o := range objs {
 		if !req.Rebuild {
 			if path, log, ok := b.cache.get(o.key, ".o"); ok {
-				o.path, o.log, o.cached = path, log, true
-				continue
+				pp, _, ppOK := b.cache.get(ppKey(o.key), ".pp")
+				if o.src.Role != RoleLearner || ppOK {
+					o.path, o.log, o.pp, o.cached = path, log, pp, true
+					continue
+				}
 			}
 		}
 		misses = append(misses, o)
@@ -117,6 +121,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		}
 		if o.src.Role == RoleLearner {
 			res.Objects[o.src.Show] = o.path
+			res.Preprocessed[o.src.Show] = o.pp
 		} else {
 			res.CourseObjects = append(res.CourseObjects, o.path)
 		}
@@ -268,7 +273,18 @@ func (b *Builder) compileAll(ctx context.Context, p *plan, objs []*object, work 
 }
 
 func (b *Builder) compile(ctx context.Context, p *plan, o *object, out string) error {
-	output, failed, err := run(ctx, p.compiler, p.compileArgs(o.abs, out))
+	args := p.compileArgs(o.abs, out)
+	keep := ""
+	if o.src.Role == RoleLearner {
+		if ka := p.keepArgs(o.abs, out+".keep"); ka != nil {
+			keep = out + ".keep"
+			if err := os.Mkdir(keep, 0o755); err != nil {
+				return fmt.Errorf("build: %w", err)
+			}
+			args = append(args, ka...)
+		}
+	}
+	output, failed, err := run(ctx, p.compiler, args)
 	if err != nil {
 		return fmt.Errorf("build: compiling %s: %w", o.src.Show, err)
 	}
@@ -276,6 +292,11 @@ func (b *Builder) compile(ctx context.Context, p *plan, o *object, out string) e
 	if failed {
 		o.failed = true
 		return nil
+	}
+	if o.src.Role == RoleLearner {
+		if err := b.preprocessed(ctx, p, o, out, keep); err != nil {
+			return err
+		}
 	}
 	if o.path, err = b.cache.put(o.key, ".o", out, o.log); err != nil {
 		return fmt.Errorf("build: cache: %w", err)

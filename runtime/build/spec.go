@@ -57,6 +57,10 @@ type Result struct {
 	OK      bool
 	Binary  string            // the linked program (in the cache)
 	Objects map[string]string // learner source Show path -> its object file (for the policy stage)
+	// Preprocessed maps a learner source's Show path to its preprocessed lines (the policy
+	// stage reads the calls there too): "<base>:<line>\t<text>" per line, only lines from the
+	// learner's directory, every compiler pass (nvcc's device and host passes) together.
+	Preprocessed map[string]string
 	// CourseObjects are the driver's and the harness's objects (the policy stage reads which
 	// symbols they use, so that a learner's object cannot replace one of them).
 	CourseObjects []string

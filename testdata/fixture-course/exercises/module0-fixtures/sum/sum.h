@@ -8,4 +8,9 @@ void vec_sum(const float *a, const float *b, float *out, long n);
 /* A library routine that does the same. The exercise forbids calling it. */
 void lib_sum(const float *a, const float *b, float *out, long n);
 
+/* The same routine, inline: no symbol of it is left in an object that calls it. Also forbidden. */
+static inline void lib_sum_fast(const float *a, const float *b, float *out, long n) {
+  for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
 #endif

@@ -1,0 +1,98 @@
+package checker
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
+)
+
+func TestIdentifiers(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{`x = lib_sum(a, 1.5e3f, 0x1Fu);`, []string{"x", "lib_sum", "a"}},
+		{`printf("cudaMemcpyPeer %d\n", n); c = 'x';`, []string{"printf", "n", "c"}},
+		{`s = "a \"quoted cudaMemcpy\" b"; t2 = u;`, []string{"s", "t2", "u"}},
+		{`asm volatile("call.uni forbidden_fn, (%0);" :: "l"(p));`, []string{"asm", "volatile", "call", "uni", "forbidden_fn", "l", "p"}},
+		{`__asm__("mov.u32 %0, %%smid;" : "=r"(id));`, []string{"__asm__", "mov", "u32", "smid", "r", "id"}},
+		{`int basm = 1; f("not_an_ident_here");`, []string{"int", "basm", "f"}},
+	} {
+		if got := identifiers(tc.line); !slices.Equal(got, tc.want) {
+			t.Errorf("identifiers(%q) = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"nvshmemx_*reduce*", "nvshmemx_float_sum_reduce_block", true},
+		{"nvshmemx_*reduce*", "nvshmemx_float_sum_reduce", true},
+		{"nvshmemx_*reduce*", "nvshmemi_float_sum_reduce", false},
+		{"nvshmemx_*_collect*", "nvshmemx_collective_launch", false},
+		{"nvshmemx_*_collect*", "nvshmemx_float_collect_block", true},
+		{"nvshmemx_*fcollect*", "nvshmemx_float_fcollect_block", true},
+		{"nvshmemx_collectmem*", "nvshmemx_collectmem_warp", true},
+		{"ncclAllReduce", "ncclAllReduce", true},
+		{"ab*ab", "ab", false},
+		{"ab*ab", "abab", true},
+		{"*_reduce", "x_reduce", true},
+		{"*_reduce", "x_reduce_y", false},
+	} {
+		if got := globMatch(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+	}
+	if !symbolMatches("_Z31nvshmemx_float_sum_reduce_blockiPfPKfm", "nvshmemx_*reduce*") {
+		t.Error("a C++ symbol's unqualified name does not match the pattern")
+	}
+	if !symbolMatches("nvshmemx_float_sum_reduce_on_stream@@NVSHMEM_3", "nvshmemx_*reduce*") {
+		t.Error("a versioned symbol does not match the pattern")
+	}
+}
+
+func TestSourceViolations(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "k.cu")
+	if err := os.WriteFile(src, []byte("#include \"x.h\"\n\n#line 40 \"/usr/include/stdio.h\"\nint y;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pp := filepath.Join(dir, "k.pp")
+	lines := "k.cu:9\t__global__ void k() { nvshmemx_float_sum_reduce_block(t, d, s, n); }\n" +
+		"k.cu:12\tvoid h() { printf(\"ncclAllReduce\"); pncclAllGather(a); }\n" +
+		"/home/me/x.h:3\tvoid g() { cudaMemcpyPeer(a, 0, b, 1, 4); }\n" +
+		"!line k.cu:2 /usr/include/stdio.h\n"
+	if err := os.WriteFile(pp, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lf := learnerFile{Name: "k.cu", Path: src, Show: "module4/x/k.cu"}
+	vs, err := sourceViolations(lf, pp, []course.Forbidden{
+		{Symbol: "nvshmemx_*reduce*", Why: "w1"},
+		{Symbol: "ncclAllReduce", Why: "w2"},
+		{Symbol: "ncclAllGather", Why: "w3"},
+		{Symbol: "cudaMemcpyPeer", Why: "w4"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vs {
+		got = append(got, v.Rule+"|"+v.Name()+"|"+v.Via+"|"+v.File)
+	}
+	want := []string{
+		"source|#line||module4/x/k.cu:3",
+		"|nvshmemx_float_sum_reduce_block (nvshmemx_*reduce*)||module4/x/k.cu:9",
+		"|ncclAllGather|pncclAllGather|module4/x/k.cu:12",
+		"|cudaMemcpyPeer||/home/me/x.h:3 (a header your module4/x/k.cu includes)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
