@@ -201,6 +201,8 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 	if spec.Launcher == launch.Torchrun && k.c.Torchrun != "" {
 		spec.UseTorchrun, spec.Torchrun = true, k.c.Torchrun
 	}
+	// Inside a Slurm allocation the ranks start as a job step (docs/slurm.md).
+	spec.Launcher = launch.SlurmLauncher(spec)
 	if spec.Launcher == launch.MPIRun {
 		spec.MPI = k.c.Env.MPI(e.Launch.CudaAwareMPI)
 	}

@@ -56,5 +56,14 @@ if [ -n "${MGPU_LEARN_PYTHON:-}" ]; then
   step "module1 on CPU, 2 ranks" "$bin" course verify module1 --ranks 2
   step "module1 on CPU, 4 ranks" "$bin" course verify module1 --ranks 4
 fi
+# ---- Slurm (issue #18; scripts/slurm-loopback.sh, docs/slurm.md) --------------------------------
+# A real single-node Slurm on the loopback: the srun launcher inside allocations and steps, and
+# check --slurm from outside one. Needs root and slurm-wlm; stops its daemons even on failure.
+if [ "$(id -u)" -eq 0 ] && { command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]; }; then
+  step "Slurm on the loopback (slurm-loopback.sh run-check)" timeout 150 "$root/scripts/slurm-loopback.sh" run-check
+else
+  echo "skip  Slurm on the loopback (needs root and slurm-wlm)"
+fi
+# ---- end of the Slurm block ---------------------------------------------------------------------
 echo "course-checks: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs on a fresh machine without GPUs, idempotently:
-#   Debian: Open MPI (mpirun + headers), tmux (TUI smoke test), binutils (nm)
+#   Debian: Open MPI (mpirun + headers), tmux (TUI smoke test), binutils (nm), chromium
+#   (workshop dashboard test), slurm-wlm (single-node Slurm on loopback)
 #   .tools/cuda: nvcc 13.0 + NCCL 2.28 + NVSHMEM 3.4.5 from PyPI wheels
 #   .tools/venv: torch (CPU use, gloo) for the Python exercises
 set -euo pipefail
@@ -11,6 +12,9 @@ command -v mpirun >/dev/null || need+=(openmpi-bin)
 command -v tmux >/dev/null || need+=(tmux)
 command -v nm >/dev/null || need+=(binutils)
 command -v cc >/dev/null || need+=(gcc)
+# workshop dashboard test (headless browser) and the loopback Slurm cluster
+command -v chromium >/dev/null || need+=(chromium)
+command -v slurmctld >/dev/null || need+=(slurm-wlm)
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps: apt-get install ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

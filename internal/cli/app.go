@@ -102,6 +102,7 @@ run on real GPUs: PyTorch distributed, CUDA-aware MPI, NCCL, NVSHMEM and peer me
 		newProgressCmd(app),
 		newDoctorCmd(app),
 		newCourseCmd(app),
+		newWorkshopCmd(app),
 		newVersionCmd(app),
 	)
 	return root

@@ -32,10 +32,15 @@ type checkOptions struct {
 	Ranks    int
 	Verbose  bool
 	Torchrun bool
+	// ShareCode: this check's report to the class carries the learner's files (workshop.go).
+	ShareCode bool
 }
 
 func newCheckCmd(app *App) *cobra.Command {
-	var o checkOptions
+	var (
+		o  checkOptions
+		so slurmOptions
+	)
 	cmd := &cobra.Command{
 		Use:   "check <exercise|module|all>",
 		Short: "Build, run and verify exercises: build → policy → run → correctness → performance",
@@ -49,13 +54,18 @@ whose fault it is.
   mgpu-learn check all --solution --json     # instructors: prove the reference solutions`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if handled, err := app.checkViaSlurm(cmd.Context(), cmd, args, so); handled {
+				return err
+			}
 			return app.runChecks(cmd.Context(), args[0], o, false)
 		},
 	}
 	addCheckFlags(cmd, &o)
+	addSlurmFlags(cmd, &so)
 	cmd.Flags().BoolVar(&o.NoPerf, "no-perf", false, "skip the performance stage")
 	cmd.Flags().IntVar(&o.Ranks, "ranks", 0, "run with `N` ranks instead of the exercise's default")
 	cmd.Flags().BoolVar(&o.Torchrun, "torchrun", false, "start Python ranks with the torchrun program instead of spawning them directly (slower; see docs/runtime.md)")
+	cmd.Flags().BoolVar(&o.ShareCode, "share-code", false, "in a workshop, send your files to the instructor with this check's report")
 	return cmd
 }
 
@@ -139,6 +149,7 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 			r = ck.Check(ctx, t)
 			if ws != nil {
 				a.recordAttempt(ws, e, r)
+				a.postToClass(ws, e, r, o)
 			}
 		}
 		reports = append(reports, r)

@@ -40,6 +40,7 @@ func (a *App) runTUI(ctx context.Context, c *course.Course, ws *workspace.Worksp
 		},
 		Record: func(e *course.Exercise, r *checker.Report) {
 			a.recordAttempt(ws, e, r)
+			a.queueForClass(ws, e, r, probed(), false, nil)
 		},
 		Editor:  os.Getenv("EDITOR"),
 		NoColor: a.NoColor,

@@ -3,9 +3,11 @@ package doctor
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/runtime/launch"
 	"github.com/mgpu-learn/mgpu-learn/runtime/probe"
 )
 
@@ -18,6 +20,24 @@ type Report struct {
 	Schema  int          `json:"schema"`
 	Facts   *probe.Facts `json:"facts"`
 	Modules []ModuleRow  `json:"modules"`
+	// Slurm is where this shell stands with Slurm and how checks start their ranks; nil when
+	// there is no Slurm here at all (no srun, no allocation).
+	Slurm *SlurmStatus `json:"slurm,omitempty"`
+}
+
+// SlurmStatus is doctor's word on Slurm (docs/slurm.md). Unlike the facts it is never cached:
+// it belongs to this shell (its SLURM_* variables), not to the machine.
+type SlurmStatus struct {
+	Found   bool   `json:"found"`             // srun is on PATH
+	Version string `json:"version,omitempty"` // "" when unknown (no cluster configured here)
+	// Job is the allocation this shell is inside; nil outside one.
+	Job *launch.SlurmJob `json:"job,omitempty"`
+	// Disabled: MGPU_LEARN_SLURM=off, ranks start here whatever Slurm says.
+	Disabled bool `json:"disabled,omitempty"`
+	// Launch says, in words, how a check starts its ranks from this shell.
+	Launch string `json:"launch"`
+	// Problem is why checks are refused here ("" when they are not).
+	Problem string `json:"problem,omitempty"`
 }
 
 // ModuleRow is one module's verdict.
@@ -47,6 +67,8 @@ type ExerciseRow struct {
 // Build checks every exercise of c against f. c may be nil (facts only).
 func Build(f *probe.Facts, c *course.Course) *Report {
 	r := &Report{Schema: Schema, Facts: f, Modules: []ModuleRow{}}
+	host, _ := os.Hostname()
+	r.Slurm = slurmStatus(f, os.Environ(), host)
 	if c == nil {
 		return r
 	}

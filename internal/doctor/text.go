@@ -24,6 +24,7 @@ func (r *Report) WriteText(w io.Writer, plain bool) error {
 	p.header(f)
 	p.gpus(f)
 	p.tools(f)
+	p.slurm(r.Slurm)
 	p.env(f)
 	p.modules(r.Modules)
 	p.problems(f)
@@ -293,6 +294,39 @@ func (p *printer) tools(f *probe.Facts) {
 		rows = append(rows, []string{"Slurm", p.missing(), ""})
 	}
 	p.table(rows, nil)
+}
+
+// slurm writes where this shell stands with Slurm and how checks start their ranks.
+func (p *printer) slurm(st *SlurmStatus) {
+	if st == nil {
+		return
+	}
+	where := "not inside an allocation"
+	if j := st.Job; j != nil {
+		where = "inside job " + j.JobID
+		if j.StepID != "" {
+			where += ", step " + j.StepID
+		}
+		if j.Node != "" {
+			where += ", on node " + j.Node
+		} else if j.NodeList != "" {
+			where += ", nodes " + j.NodeList
+		}
+		if j.Partition != "" {
+			where += " (partition " + j.Partition + ")"
+		}
+		var held []string
+		if j.CPUs > 0 {
+			held = append(held, plural(j.CPUs, "CPU", "CPUs"))
+		}
+		held = append(held, plural(j.GPUs, "GPU", "GPUs"))
+		where += ": " + strings.Join(held, ", ") + " allocated on this node"
+	}
+	p.heading("Slurm", where)
+	p.line("  checks: %s", st.Launch)
+	if st.Problem != "" {
+		p.line("  %s %s", p.paint(red, "problem:"), st.Problem)
+	}
 }
 
 func mpiName(m *probe.MPI) string {

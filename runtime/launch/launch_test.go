@@ -483,7 +483,7 @@ func TestRunnerErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, s := range map[string]Spec{
 		"no binary":    {Launcher: Local, Ranks: 2, Argv: []string{filepath.Join(dir, "missing")}, RunDir: dir},
-		"bad launcher": {Launcher: "srun", Ranks: 2, Argv: []string{"true"}, RunDir: dir},
+		"bad launcher": {Launcher: "qsub", Ranks: 2, Argv: []string{"true"}, RunDir: dir},
 		"no argv":      {Launcher: Local, Ranks: 2, RunDir: dir},
 		"no run dir":   {Launcher: Local, Ranks: 2, Argv: []string{"true"}, RunDir: filepath.Join(dir, "nope")},
 		"zero ranks":   {Launcher: Local, Ranks: 0, Argv: []string{"true"}, RunDir: dir},

@@ -39,6 +39,12 @@ type tracker struct {
 	noRank   map[procKey]bool // descendants whose environment has no rankVar (settled)
 	envSeen  map[procKey]int  // scans that found no rank yet, to stop re-reading
 	haveProc bool
+	// Processes that are not descendants but carry tagKey=tagVal in their environment are
+	// the job's too (the tasks slurmstepd starts for srun); onTag sees each one's environment.
+	tagKey, tagVal string
+	onTag          func(env []byte)
+	tagLooks       map[procKey]int  // scans that read a process's environment without the tag
+	untagged       map[procKey]bool // settled: not the job's
 }
 
 func newTracker(rankVar string) *tracker {
@@ -137,6 +143,9 @@ func (t *tracker) scan() {
 			queue = append(queue, k.pid)
 		}
 	}
+	if t.tagKey != "" {
+		queue = append(queue, t.adopt(tab)...)
+	}
 	seen := map[int]bool{}
 	for len(queue) > 0 {
 		pid := queue[len(queue)-1]
@@ -171,6 +180,60 @@ func (t *tracker) scan() {
 	if t.rankVar != "" {
 		t.findRanks()
 	}
+}
+
+// adoptTagged makes processes whose environment holds key=val part of the job, wherever they
+// are in the process tree.
+func (t *tracker) adoptTagged(key, val string, onTag func(env []byte)) {
+	t.tagKey, t.tagVal, t.onTag = key, val, onTag
+	t.tagLooks = map[procKey]int{}
+	t.untagged = map[procKey]bool{}
+}
+
+// adopt looks at processes started since the job began that are not known yet and returns
+// those that carry the tag. A process is read a few times before it is settled as not the
+// job's: right after fork its environment is still its parent's, until it execs.
+func (t *tracker) adopt(tab map[int]procInfo) []int {
+	for k := range t.untagged {
+		if p, ok := tab[k.pid]; !ok || p.start != k.start {
+			delete(t.untagged, k)
+		}
+	}
+	for k := range t.tagLooks {
+		if p, ok := tab[k.pid]; !ok || p.start != k.start {
+			delete(t.tagLooks, k)
+		}
+	}
+	var found []int
+	for pid, p := range tab {
+		if p.start < t.minStart || p.zombie || t.roots[pid] || pid == os.Getpid() {
+			continue
+		}
+		k := procKey{pid, p.start}
+		if t.known[k] || t.untagged[k] {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			t.untagged[k] = true // gone, or another user's
+			continue
+		}
+		if v, ok := envValue(env, t.tagKey); ok && v == t.tagVal {
+			t.known[k] = true
+			delete(t.tagLooks, k)
+			if t.onTag != nil {
+				t.onTag(env)
+			}
+			found = append(found, pid)
+			continue
+		}
+		t.tagLooks[k]++
+		if t.tagLooks[k] > 5 {
+			t.untagged[k] = true
+			delete(t.tagLooks, k)
+		}
+	}
+	return found
 }
 
 // findRanks reads the environment of descendants not yet placed and records, per rank, the

@@ -11,6 +11,7 @@ const (
 	Single   = "single"   // one process that drives all GPUs
 	MPIRun   = "mpirun"   // mpirun -np N (Open MPI or MPICH dialect)
 	Torchrun = "torchrun" // Python ranks with torchrun's environment (spawned directly or by torchrun)
+	Srun     = "srun"     // a Slurm job step of N tasks on this node (SlurmLauncher picks it; docs/slurm.md)
 )
 
 // Spec is one launch.
@@ -37,12 +38,13 @@ type Spec struct {
 	// UseTorchrun forces the torchrun binary for Torchrun (default: spawn ranks directly).
 	UseTorchrun bool
 	Torchrun    string // path of torchrun when UseTorchrun
+	Srun        string // path of srun for the Srun launcher ("" = srun on PATH)
 	// Output receives every line of every rank as it comes (may be nil). Called from
 	// several goroutines; must not block for long. Lines of the launcher program itself
 	// (mpirun's or torchrun's own messages, untagged lines) come with rank -1.
 	Output func(rank int, line string)
 	// OnRankExit, when set, is called as each rank process the supervisor started itself
-	// exits (not for mpirun or torchrun jobs, whose ranks it does not start), from the
+	// exits (not for mpirun, torchrun or srun jobs, whose ranks it does not start), from the
 	// supervising goroutine: it must not block. Its State is provisional for ranks that
 	// exit during a teardown; the Result has the final word.
 	OnRankExit func(RankResult)

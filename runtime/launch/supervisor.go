@@ -69,6 +69,7 @@ type job struct {
 	rdzv     string
 	begin    time.Time
 
+	step               *srunStep // the Slurm step of an Srun job
 	timedOut, canceled bool
 	firstFailed        int
 	running            map[int]bool // launcher jobs: ranks alive at a timeout or cancel
@@ -120,12 +121,12 @@ func normalize(s *Spec) error {
 	switch s.Launcher {
 	case Single:
 		s.Ranks = 1
-	case Local, Torchrun, MPIRun:
+	case Local, Torchrun, MPIRun, Srun:
 		if s.Ranks < 1 {
 			return fmt.Errorf("launch: %s launcher needs Ranks >= 1, got %d", s.Launcher, s.Ranks)
 		}
 	default:
-		return fmt.Errorf("launch: unknown launcher %q (want local, single, mpirun or torchrun)", s.Launcher)
+		return fmt.Errorf("launch: unknown launcher %q (want local, single, mpirun, torchrun or srun)", s.Launcher)
 	}
 	if s.Grace <= 0 {
 		s.Grace = defaultGrace
@@ -154,7 +155,7 @@ func (j *job) start() error {
 
 	base := newEnviron(os.Environ())
 	jobVars := []string{"MGPU_RUN_DIR", "MGPU_RDZV_DIR"}
-	wrapped := s.Launcher == MPIRun || s.Launcher == Torchrun && s.UseTorchrun
+	wrapped := s.Launcher == MPIRun || s.Launcher == Torchrun && s.UseTorchrun || s.Launcher == Srun
 	if wrapped {
 		for _, k := range rankVars {
 			base.unset(k)
@@ -194,12 +195,16 @@ func (j *job) start() error {
 	j.launcher = newSink(-1, s.TailBytes, s.Output)
 	var argv []string
 	var rankVar string
-	if s.Launcher == MPIRun {
+	switch s.Launcher {
+	case MPIRun:
 		base.set("MASTER_ADDR", "127.0.0.1")
 		base.set("MASTER_PORT", port)
 		jobVars = append(jobVars, "MASTER_ADDR", "MASTER_PORT")
 		argv, j.tag, rankVar, j.fp, err = mpiPlan(s, base, jobVars)
-	} else {
+	case Srun:
+		argv, err = j.srunStart(base, port)
+		rankVar = "MGPU_RANK"
+	default:
 		argv, err = torchrunPlan(s, port, filepath.Join(j.rdzv, "torchrun-logs"))
 		j.tag, rankVar, j.fp = torchrunTag, "RANK", &torchrunFailures{}
 	}
@@ -208,6 +213,11 @@ func (j *job) start() error {
 	}
 	base.force()
 	j.tr = newTracker(rankVar)
+	if j.step != nil {
+		// The tasks are slurmstepd's children, not ours: they are found by the run's
+		// rendezvous directory in their environment, which no other job shares.
+		j.tr.adoptTagged("MGPU_RDZV_DIR", j.rdzv, j.step.learn)
+	}
 	if err := j.spawn(-1, argv, base.list(), j.launcher); err != nil {
 		return fmt.Errorf("launch: starting %s: %w", argv[0], err)
 	}
@@ -341,6 +351,9 @@ func (j *job) supervise(ctx context.Context, interval time.Duration) {
 		case <-killAt:
 			killAt = nil
 			j.tr.signal(syscall.SIGKILL)
+			if j.step != nil {
+				j.step.cancel()
+			}
 			abandonAt = time.After(abandonAfter)
 		case <-abandonAt:
 			running = 0 // processes that survive SIGKILL are reported as Leftover
@@ -353,6 +366,9 @@ func (j *job) supervise(ctx context.Context, interval time.Duration) {
 	// goes too: the job is over.
 	if left := j.tr.leftover(); len(left) > 0 {
 		j.tr.signal(syscall.SIGKILL)
+		if j.step != nil {
+			j.step.cancel()
+		}
 	}
 	j.drainOutput()
 }
@@ -432,7 +448,11 @@ func (j *job) result() *Result {
 		lp := j.procs[0]
 		lr := procResult(lp)
 		res.Launcher = &lr
-		j.wrappedRanks(res, lp)
+		if j.spec.Launcher == Srun {
+			j.srunRanks(res, lp)
+		} else {
+			j.wrappedRanks(res, lp)
+		}
 	} else {
 		for _, p := range j.procs {
 			res.Ranks[p.rank] = procResult(p)

@@ -8,7 +8,7 @@ import (
 // envNames are variables that change how exercises build or run, by exact name.
 var envNames = []string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME", "CUDA_PATH", "CUDA_LAUNCH_BLOCKING",
-	"LD_LIBRARY_PATH", "OPAL_PREFIX",
+	"LD_LIBRARY_PATH", "OPAL_PREFIX", "SLURM_CONF",
 }
 
 // envPrefixes are families of such variables.

@@ -200,23 +200,6 @@ func (p *prober) kernel(ctx context.Context) string {
 	return ""
 }
 
-// slurm finds srun (with its version) and sbatch.
-func (p *prober) slurm(ctx context.Context) (srun, sbatch *Tool) {
-	if path, err := exec.LookPath("srun"); err == nil {
-		srun = &Tool{Path: path, Source: "path"}
-		if out, ok := p.exec(ctx, path, "--version"); ok {
-			srun.Version = strings.TrimSpace(strings.TrimPrefix(firstLine(out), "slurm"))
-		}
-	}
-	if path, err := exec.LookPath("sbatch"); err == nil {
-		sbatch = &Tool{Path: path, Source: "path"}
-		if srun != nil {
-			sbatch.Version = srun.Version
-		}
-	}
-	return srun, sbatch
-}
-
 // isExec reports whether path is an executable regular file.
 func isExec(path string) bool {
 	st, err := os.Stat(path)
