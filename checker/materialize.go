@@ -26,7 +26,9 @@ type courseFile struct {
 func harnessSources(e *course.Exercise) []string {
 	switch e.Kind {
 	case "cuda":
-		srcs := []string{"mgpu_core.c", "mgpu_chan.c", "mgpu_cuda.cu"}
+		// mgpu_fd.c (descriptors between ranks) and mgpu_cudrv.cu (driver entry points, SM
+		// limits) link libcuda nowhere, so every cuda program can have them.
+		srcs := []string{"mgpu_core.c", "mgpu_chan.c", "mgpu_cuda.cu", "mgpu_fd.c", "mgpu_cudrv.cu"}
 		if slices.Contains(e.Build.Libs, "nccl") {
 			srcs = append(srcs, "mgpu_nccl.cu")
 		}

@@ -69,6 +69,9 @@ func TestMain(m *testing.M) {
 	if cpuDriver.path != "" {
 		os.RemoveAll(filepath.Dir(cpuDriver.path))
 	}
+	if fdDriver.path != "" {
+		os.RemoveAll(filepath.Dir(fdDriver.path))
+	}
 	os.Exit(code)
 }
 
@@ -463,7 +466,7 @@ func TestStandaloneWritesToWorkingDirectory(t *testing.T) {
 }
 
 func TestEmbeddedSources(t *testing.T) {
-	for _, name := range []string{"mgpu.h", "mgpu_internal.h", "mgpu_core.c", "mgpu_chan.c", "mgpu_cuda.cu", "mgpu_nccl.cu", "mgpu_mpi.c"} {
+	for _, name := range []string{"mgpu.h", "mgpu_internal.h", "mgpu_core.c", "mgpu_chan.c", "mgpu_cuda.cu", "mgpu_nccl.cu", "mgpu_mpi.c", "mgpu_fd.c", "mgpu_cudrv.cu"} {
 		b, err := fs.ReadFile(FS, name)
 		if err != nil || len(b) == 0 {
 			t.Errorf("%s: %v", name, err)
@@ -512,6 +515,8 @@ func TestCUDABuildLinks(t *testing.T) {
 		append(append([]string{}, flags...), "-Xcompiler", "-Wall,-Werror", "-c", "mgpu_cuda.cu", "-o", filepath.Join(out, "cuda.o")),
 		append(append([]string{}, flags...), "-Xcompiler", "-Wall,-Werror", "-c", "mgpu_nccl.cu", "-o", filepath.Join(out, "nccl.o")),
 		append(append([]string{}, flags...), "-c", "testdata/link_driver.cu", "-o", filepath.Join(out, "driver.o")),
+		{"-x", "c", "-I.", "-c", "mgpu_fd.c", "-o", filepath.Join(out, "fd.o")},
+		append(append([]string{}, flags...), "-Xcompiler", "-Wall,-Werror", "-c", "mgpu_cudrv.cu", "-o", filepath.Join(out, "cudrv.o")),
 	}
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
@@ -526,7 +531,7 @@ func TestCUDABuildLinks(t *testing.T) {
 		}
 	}
 	if err := compile("-arch=sm_90", filepath.Join(out, "driver.o"), filepath.Join(out, "core.o"), filepath.Join(out, "chan.o"),
-		filepath.Join(out, "cuda.o"), filepath.Join(out, "nccl.o"),
+		filepath.Join(out, "cuda.o"), filepath.Join(out, "nccl.o"), filepath.Join(out, "fd.o"), filepath.Join(out, "cudrv.o"),
 		"-L"+filepath.Join(nv, "cu13", "lib"), "-L"+filepath.Join(nv, "nccl", "lib"), "-lnccl",
 		"-o", filepath.Join(out, "driver")); err != nil {
 		t.Fatal(err)

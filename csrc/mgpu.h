@@ -12,6 +12,8 @@
  *   mgpu_cuda.cu  CUDA: error checks, device data, poison/guards, comparisons, timing.
  *   mgpu_nccl.cu  mgpu_check_nccl, mgpu_nccl_unique_id (builds whose libs include nccl).
  *   mgpu_mpi.c    mgpu_check_mpi (builds whose libs include mpi).
+ *   mgpu_fd.c     mgpu_share_fds: file descriptors between ranks (every cuda build).
+ *   mgpu_cudrv.cu the driver-API table (mgpu_cu_api) and SM limits (every cuda build).
  * Library checks (NCCL, MPI, NVSHMEM) are macros below, active when the driver includes the
  * library header before mgpu.h. docs/harness.md has the build lines and the rules.
  */
@@ -20,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +124,15 @@ float mgpu_exact_value_k(uint64_t key, long long i);
 uint64_t mgpu_pattern_key(uint64_t seed, int iter);
 uint8_t mgpu_pattern_byte_k(uint64_t key, long long i);
 
+/* Passing file descriptors between ranks (mgpu_fd.c; docs/protocol.md §5). Every rank gives
+ * n (0..MGPU_MAX_FDS, the same n on every rank) descriptors; afterwards
+ * peer_fds[r * n + i] is rank r's descriptor i, copied into this process by the kernel
+ * (SCM_RIGHTS over a Unix socket), this rank's own slots being dup()s: the caller owns and
+ * closes all world * n of them. Collective: every rank calls it with the same key, in the same
+ * order. A missing rank is a harness error after MGPU_RDZV_TIMEOUT_S, like a barrier's. */
+#define MGPU_MAX_FDS 16
+void mgpu_share_fds(mgpu_ctx *ctx, const char *key, const int *my_fds, int n, int *peer_fds);
+
 /* Monotonic host clock in µs. */
 double mgpu_now_us(void);
 
@@ -208,6 +220,79 @@ void mgpu_time_pair(mgpu_ctx *ctx, const mgpu_timing *t, mgpu_op yours, void *yo
  * with who = `who`. */
 double mgpu_time_one(mgpu_ctx *ctx, const mgpu_timing *t, const char *who, mgpu_op op, void *arg,
                      cudaStream_t stream);
+/* ---- the CUDA driver API without libcuda, and SM limits (mgpu_cudrv.cu) -------------- */
+/* Driver-API entry points the harness resolves through the runtime
+ * (cudaGetDriverEntryPointByVersion), so that no program links libcuda: build machines without
+ * a GPU driver have none to link against. Drivers hand the table to learner functions that
+ * need the driver API (virtual memory management); learner code may not resolve entry points
+ * itself (the policy forbids it). Never any cuMulticast* entry: NVLink multicast stays off. */
+#include <cuda.h>
+typedef struct mgpu_cu {
+  CUresult (*GetErrorName)(CUresult error, const char **name);
+  CUresult (*DeviceGet)(CUdevice *device, int ordinal);
+  CUresult (*MemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop,
+                                          CUmemAllocationGranularity_flags option);
+  CUresult (*MemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
+                        const CUmemAllocationProp *prop, unsigned long long flags);
+  CUresult (*MemRelease)(CUmemGenericAllocationHandle handle);
+  CUresult (*MemExportToShareableHandle)(void *shareable, CUmemGenericAllocationHandle handle,
+                                         CUmemAllocationHandleType type, unsigned long long flags);
+  CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle, void *shareable,
+                                           CUmemAllocationHandleType type);
+  CUresult (*MemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                unsigned long long flags);
+  CUresult (*MemAddressFree)(CUdeviceptr ptr, size_t size);
+  CUresult (*MemMap)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                     unsigned long long flags);
+  CUresult (*MemUnmap)(CUdeviceptr ptr, size_t size);
+  CUresult (*MemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+} mgpu_cu;
+/* The table, resolved on first use (a harness error names a missing entry point). */
+const mgpu_cu *mgpu_cu_api(void);
+
+/* MGPU_CU(call) checks a CUresult like MGPU_CUDA checks a cudaError_t. Inline, so learner code
+ * may use it (it calls only mgpu_fail and mgpu_where_for). */
+static inline const char *mgpu__cu_name(CUresult r) {
+  switch (r) {
+  case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+  case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+  case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+  case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+  case CUDA_ERROR_ALREADY_MAPPED: return "CUDA_ERROR_ALREADY_MAPPED";
+  case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+  case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+  case CUDA_ERROR_ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+  case CUDA_ERROR_NOT_PERMITTED: return "CUDA_ERROR_NOT_PERMITTED";
+  case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
+  default: return "see CUresult in cuda.h";
+  }
+}
+static inline void mgpu__check_cu(CUresult r, const char *call, const char *file, int line) {
+  char msg[160];
+  if (r == CUDA_SUCCESS) return;
+  snprintf(msg, sizeof msg, "CUDA driver call failed: %s (%d)", mgpu__cu_name(r), (int)r);
+  mgpu_fail(mgpu_where_for(file), call, file, line, (long)r, msg);
+}
+#define MGPU_CU(call) mgpu__check_cu((call), #call, __FILE__, __LINE__)
+
+/* An SM limit: a green context holding `sms` SMs of `device` (at least sms: the split keeps the
+ * architecture's granularity; mgpu_sm_limit_sms says how many it got). Work launched while the
+ * limit is entered runs on those SMs only, whatever stream the code uses: the limit's stream,
+ * stream 0, cudaStreamPerThread or a stream created inside (docs/protocol.md §4, "SM limits").
+ *   enter(l, after): makes every later piece of work of the green context wait for the work
+ *     queued on `after` so far, then makes the green context current on this thread;
+ *   leave(l, join, what): checks that the green context is still current (else a policy error
+ *     naming `what`: the code left the limit, e.g. cudaSetDevice or a context of its own), makes
+ *     `join` wait for everything queued in the green context, and restores the previous context.
+ * Drivers wrap each call of limited learner code in enter/leave and hand it the limit's stream. */
+typedef struct mgpu_smlimit mgpu_smlimit;
+mgpu_smlimit *mgpu_sm_limit_create(int device, int sms);
+int mgpu_sm_limit_sms(const mgpu_smlimit *l);
+cudaStream_t mgpu_sm_limit_stream(const mgpu_smlimit *l);
+void mgpu_sm_limit_enter(mgpu_smlimit *l, cudaStream_t after);
+void mgpu_sm_limit_leave(mgpu_smlimit *l, cudaStream_t join, const char *what);
+void mgpu_sm_limit_destroy(mgpu_smlimit *l);
 #endif /* CUDA */
 
 /* ---- library error checks (active when the library header is included first) -------- */

@@ -1,5 +1,7 @@
 // link_driver.cu — a tiny CUDA + NCCL driver: harness_test.go compiles and links it (no GPU
 // needed to link). It references every public entry point so a missing one fails the link.
+#include <string.h>
+
 #include <nccl.h>
 
 #include "mgpu.h"
@@ -29,6 +31,19 @@ int main(int argc, char **argv) {
   mgpu_nccl_unique_id(&ctx, &id);
   MGPU_NCCL(ncclSuccess);
   MGPU_CUDA(cudaDeviceSynchronize());
+  int fd = 0, fds[1];
+  mgpu_share_fds(&ctx, "fds", &fd, 1, fds);
+  const mgpu_cu *cu = mgpu_cu_api();
+  size_t gran = 0;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  MGPU_CU(cu->MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  mgpu_smlimit *lim = mgpu_sm_limit_create(ctx.device, 8);
+  mgpu_sm_limit_enter(lim, 0);
+  op(&b, 0, mgpu_sm_limit_stream(lim));
+  mgpu_sm_limit_leave(lim, 0, "op");
+  (void)mgpu_sm_limit_sms(lim);
+  mgpu_sm_limit_destroy(lim);
   mgpu_free(&b);
   return mgpu_finish(&ctx);
 }

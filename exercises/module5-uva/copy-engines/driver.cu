@@ -1,0 +1,378 @@
+/*
+ * driver.cu: module5/copy-engines (course-owned).
+ *
+ * One process (launcher "single") drives every GPU, in pairs: (0,1), (2,3), ... An odd GPU
+ * out sits idle; a machine with one GPU pairs GPU 0 with itself. The driver enables peer
+ * access within each pair before anything else: this exercise is about the copy engines, not
+ * about peer access (module0/peer-copy was).
+ *
+ * Correctness, per case and pair (n = bytes): exchange() moves n_ab bytes A -> B and n_ba
+ * bytes B -> A. Most cases have n_ab = n_ba = n; "short-ab" has n_ab = 4096, n_ba = n, and
+ * "short-ba" the reverse, so that whichever direction runs on a stream of its own is the long
+ * one in one of the two cases.
+ *   1. Both sources hold an old pattern; the four buffers are guarded and the destinations
+ *      poisoned (0xFF).
+ *   2. On `stream` (a non-blocking stream of A): a 20 ms delay kernel, then the fills of both
+ *      sources with new patterns (B's through peer access), then exchange().
+ *   3. Right behind exchange(), still on `stream`, the driver snapshots both destinations
+ *      (copy-engine copies into buffers of its own), then waits for `stream` alone.
+ *   4. Then every device is synchronized, and both the snapshots and the destinations are
+ *      compared with the new patterns, every byte.
+ * A copy that does not wait for `stream` copies the old source (it runs during the 20 ms).
+ * A copy that `stream` does not wait for is still running when the snapshot is taken: in a
+ * short-* case the long copy takes ~0.7 ms and the snapshot follows the 4 KiB one at once,
+ * so the snapshot holds poison although the destination is right in the end.
+ *
+ * Performance (pair 0): your exchange of n bytes each way (2n bytes moved) against one
+ * cudaMemcpyPeerAsync of 2n bytes A -> B, timed in the same run, alternating (mgpu_time_pair,
+ * algbw of 2n bytes). Both directions at once should take half the time of one direction.
+ * Afterwards, for the report only: the exchange again while a kernel keeps every SM of both
+ * GPUs busy (copy engines need no SMs).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy_engines.h"
+
+enum { kMaxPairs = 32 };
+static const long long kDelayNs = 20LL * 1000 * 1000;
+static const size_t kStage = (size_t)64 << 20; /* host staging for comparisons */
+
+typedef struct pair {
+  int a, b;
+  cudaStream_t stream; /* non-blocking, on a */
+} pair;
+
+/* A CUDA error the learner's code left behind is the learner's, not the driver's. */
+static void expect_no_pending_error(const char *fn) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s left a CUDA error unchecked: %s (%s). Wrap every CUDA call in MGPU_CUDA(...).",
+             fn, cudaGetErrorName(e), cudaGetErrorString(e));
+    mgpu_fail("learner", fn, __FILE__, __LINE__, (long)e, msg);
+  }
+}
+
+__global__ void delay_kernel(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+}
+
+/* Keeps an SM busy for `ns` without touching memory: every SM of the GPU, several blocks each. */
+__global__ void busy_kernel(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+}
+
+static void sync_all(int ndev) {
+  for (int d = 0; d < ndev; d++) {
+    MGPU_CUDA(cudaSetDevice(d));
+    MGPU_CUDA(cudaDeviceSynchronize());
+  }
+}
+
+static void enable_peer(int from, int to) {
+  if (from == to) return;
+  int ok = 0;
+  MGPU_CUDA(cudaDeviceCanAccessPeer(&ok, from, to));
+  if (!ok) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "GPU %d cannot access GPU %d: this exercise needs peer access", from, to);
+    mgpu_fail("driver", "cudaDeviceCanAccessPeer", __FILE__, __LINE__, 0, msg);
+  }
+  MGPU_CUDA(cudaSetDevice(from));
+  cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled)
+    (void)cudaGetLastError();
+  else
+    MGPU_CUDA(e);
+}
+
+/* What a byte-by-byte comparison found. */
+typedef struct tally {
+  long long bad, unwritten, old, first;
+} tally;
+
+/* Compares `n` bytes of device memory with pattern (seed, iter): the expected bytes are made on
+ * the current GPU, both sides are copied back in chunks and compared with memcmp, and only
+ * chunks that differ are looked at byte by byte. Bytes equal to pattern (seed, old_iter) where
+ * it differs from the new one are counted as old. Mismatches go into r when r != NULL. */
+static tally compare(const void *dev, size_t n, uint64_t seed, int iter, int old_iter, uint8_t *host,
+                     mgpu_result *r, long long index_base) {
+  tally t = {0, 0, 0, -1};
+  const uint64_t old_key = mgpu_pattern_key(seed, old_iter);
+  uint8_t *want = NULL, *h_want = host + kStage;
+  MGPU_CUDA(cudaMalloc((void **)&want, n));
+  mgpu_fill_pattern(want, n, seed, iter, 0);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  for (size_t off = 0; off < n; off += kStage) {
+    const size_t m = n - off < kStage ? n - off : kStage;
+    MGPU_CUDA(cudaMemcpy(host, (const char *)dev + off, m, cudaMemcpyDefault));
+    MGPU_CUDA(cudaMemcpy(h_want, want + off, m, cudaMemcpyDefault));
+    if (r) r->checked += (long long)m;
+    for (size_t b = 0; b < m; b += 4096) {
+      const size_t k = m - b < 4096 ? m - b : 4096;
+      if (memcmp(host + b, h_want + b, k) == 0) continue;
+      for (size_t j = b; j < b + k; j++) {
+        const long long i = (long long)(off + j);
+        const uint8_t w = h_want[j], got = host[j];
+        if (got == w) continue;
+        if (got == 0xFF) {
+          t.unwritten++;
+          if (r) r->unwritten++;
+        } else {
+          t.bad++;
+          if (r) r->bad++;
+          if (got == mgpu_pattern_byte_k(old_key, i)) t.old++;
+        }
+        if (t.first < 0) t.first = i;
+        if (r && r->nfirst < 8) {
+          mgpu_mismatch *mm = &r->first[r->nfirst++];
+          mm->i = index_base + i;
+          if (got == 0xFF)
+            snprintf(mm->got, sizeof mm->got, "0xff(poison)");
+          else
+            snprintf(mm->got, sizeof mm->got, "0x%02x", got);
+          snprintf(mm->want, sizeof mm->want, "0x%02x", w);
+        }
+      }
+    }
+  }
+  MGPU_CUDA(cudaFree(want));
+  return t;
+}
+
+/* One case on one pair. Appends to r; writes an explanation into r->msg when it is the first. */
+static void check_pair(mgpu_ctx *ctx, const pair *p, const char *name, size_t n_ab, size_t n_ba,
+                       int iter, mgpu_result *r, uint8_t *host) {
+  const int it_ab = 2 * iter, it_ba = 2 * iter + 1;
+  mgpu_buf a_src = mgpu_alloc(n_ab, p->a), b_dst = mgpu_alloc(n_ab, p->b);
+  mgpu_buf b_src = mgpu_alloc(n_ba, p->b), a_dst = mgpu_alloc(n_ba, p->a);
+  mgpu_buf snap_ab = mgpu_alloc(n_ab, p->a), snap_ba = mgpu_alloc(n_ba, p->a);
+
+  MGPU_CUDA(cudaSetDevice(p->a));
+  mgpu_fill_pattern(a_src.ptr, n_ab, ctx->seed, it_ab + 500, p->stream);
+  mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba + 500, p->stream);
+  MGPU_CUDA(cudaStreamSynchronize(p->stream));
+
+  delay_kernel<<<1, 1, 0, p->stream>>>(kDelayNs);
+  MGPU_KERNEL();
+  mgpu_fill_pattern(a_src.ptr, n_ab, ctx->seed, it_ab, p->stream);
+  mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba, p->stream);
+  exchange(b_dst.ptr, a_src.ptr, n_ab, a_dst.ptr, b_src.ptr, n_ba, p->a, p->b, p->stream);
+  expect_no_pending_error("exchange");
+  MGPU_CUDA(cudaSetDevice(p->a));
+  MGPU_CUDA(cudaMemcpyAsync(snap_ab.ptr, b_dst.ptr, n_ab, cudaMemcpyDefault, p->stream));
+  MGPU_CUDA(cudaMemcpyAsync(snap_ba.ptr, a_dst.ptr, n_ba, cudaMemcpyDefault, p->stream));
+  MGPU_CUDA(cudaStreamSynchronize(p->stream));
+  sync_all(ctx->num_devices);
+
+  /* What `stream` saw right after exchange(), then what arrived in the end. */
+  MGPU_CUDA(cudaSetDevice(p->a));
+  tally s_ab = compare(snap_ab.ptr, n_ab, ctx->seed, it_ab, it_ab + 500, host, r, 0);
+  tally s_ba = compare(snap_ba.ptr, n_ba, ctx->seed, it_ba, it_ba + 500, host, r, (long long)n_ab);
+  tally f_ab = compare(b_dst.ptr, n_ab, ctx->seed, it_ab, it_ab + 500, host, NULL, 0);
+  tally f_ba = compare(a_dst.ptr, n_ba, ctx->seed, it_ba, it_ba + 500, host, NULL, 0);
+  r->guard_hits += mgpu_guard_hits(&b_dst) + mgpu_guard_hits(&a_dst) + mgpu_guard_hits(&a_src) +
+                   mgpu_guard_hits(&b_src);
+
+  if (!r->msg[0]) {
+    const struct {
+      const char *dir;
+      tally s, f;
+      size_t n;
+    } d[2] = {{"A -> B", s_ab, f_ab, n_ab}, {"B -> A", s_ba, f_ba, n_ba}};
+    for (int k = 0; k < 2 && !r->msg[0]; k++) {
+      const long long wrong = d[k].s.bad + d[k].s.unwritten;
+      if (wrong == 0) continue;
+      if (d[k].s.old > 0 && d[k].s.old * 2 >= d[k].s.bad)
+        snprintf(r->msg, sizeof r->msg,
+                 "case %s, GPUs %d and %d: the %s copy delivered the old contents of its source "
+                 "(%lld bytes): it started before the work queued on `stream` ahead of exchange() "
+                 "had written the source. A second stream must first wait for `stream` (an event "
+                 "recorded on `stream`, cudaStreamWaitEvent).",
+                 name, p->a, p->b, d[k].dir, d[k].s.old);
+      else if (d[k].f.bad + d[k].f.unwritten == 0)
+        snprintf(r->msg, sizeof r->msg,
+                 "case %s, GPUs %d and %d: the %s copy was right in the end, but work queued on "
+                 "`stream` right after exchange() ran before it had finished (%lld of %zu bytes "
+                 "were still the poison): make `stream` wait for the other stream at the end (an "
+                 "event recorded after the copy, cudaStreamWaitEvent on `stream`).",
+                 name, p->a, p->b, d[k].dir, d[k].s.unwritten, d[k].n);
+      else if (d[k].s.bad == 0)
+        snprintf(r->msg, sizeof r->msg,
+                 "case %s, GPUs %d and %d: %lld of %zu bytes of the %s copy never arrived (still "
+                 "the poison, first at offset %lld).",
+                 name, p->a, p->b, d[k].s.unwritten, d[k].n, d[k].dir, d[k].s.first);
+      else
+        snprintf(r->msg, sizeof r->msg,
+                 "case %s, GPUs %d and %d: %lld of %zu bytes of the %s copy are wrong (first at "
+                 "offset %lld): is each source copied to its own destination, with its own size?",
+                 name, p->a, p->b, wrong, d[k].n, d[k].dir, d[k].s.first);
+    }
+    if (!r->msg[0] && r->guard_hits)
+      snprintf(r->msg, sizeof r->msg, "%lld guard bytes around the buffers changed: write each "
+               "destination's bytes and nothing else", r->guard_hits);
+  }
+  mgpu_free(&a_src);
+  mgpu_free(&b_dst);
+  mgpu_free(&b_src);
+  mgpu_free(&a_dst);
+  mgpu_free(&snap_ab);
+  mgpu_free(&snap_ba);
+}
+
+/* ---- timing -------------------------------------------------------------------------------- */
+
+typedef struct perf_bufs {
+  const pair *p;
+  void *b_dst2; /* 2n bytes on B */
+  const void *a_src2; /* 2n bytes on A */
+  void *a_dst;        /* n bytes on A */
+  const void *b_src;  /* n bytes on B */
+  size_t n;
+} perf_bufs;
+
+static void op_exchange(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  exchange(b->b_dst2, b->a_src2, b->n, b->a_dst, b->b_src, b->n, b->p->a, b->p->b, stream);
+}
+
+static void op_one_way(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  MGPU_CUDA(cudaMemcpyPeerAsync(b->b_dst2, b->p->b, b->a_src2, b->p->a, 2 * b->n, stream));
+}
+
+/* The exchange `reps` times, timed with events on the pair's stream; GB/s of 2n bytes each. */
+static double events_gbps(perf_bufs *b, int reps) {
+  cudaEvent_t t0, t1;
+  MGPU_CUDA(cudaSetDevice(b->p->a));
+  MGPU_CUDA(cudaEventCreate(&t0));
+  MGPU_CUDA(cudaEventCreate(&t1));
+  MGPU_CUDA(cudaEventRecord(t0, b->p->stream));
+  for (int i = 0; i < reps; i++) op_exchange(b, i, b->p->stream);
+  expect_no_pending_error("exchange");
+  MGPU_CUDA(cudaSetDevice(b->p->a));
+  MGPU_CUDA(cudaEventRecord(t1, b->p->stream));
+  MGPU_CUDA(cudaEventSynchronize(t1));
+  float ms = 0;
+  MGPU_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+  MGPU_CUDA(cudaEventDestroy(t0));
+  MGPU_CUDA(cudaEventDestroy(t1));
+  return 2.0 * (double)b->n * reps / ((double)ms * 1e-3) / 1e9;
+}
+
+static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c) {
+  const size_t n = (size_t)c->n;
+  mgpu_buf a_src2 = mgpu_alloc(2 * n, p->a), b_dst2 = mgpu_alloc(2 * n, p->b);
+  mgpu_buf b_src = mgpu_alloc(n, p->b), a_dst = mgpu_alloc(n, p->a);
+  MGPU_CUDA(cudaSetDevice(p->a));
+  mgpu_fill_pattern(a_src2.ptr, 2 * n, ctx->seed, 900, p->stream);
+  mgpu_fill_pattern(b_src.ptr, n, ctx->seed, 901, p->stream);
+  MGPU_CUDA(cudaStreamSynchronize(p->stream));
+  perf_bufs b = {p, b_dst2.ptr, a_src2.ptr, a_dst.ptr, b_src.ptr, n};
+
+  mgpu_timing t;
+  memset(&t, 0, sizeof t);
+  t.case_name = c->name;
+  t.bytes = 2.0 * (double)n;
+  t.factor = 1.0;
+  t.metric = "algbw";
+  mgpu_time_pair(ctx, &t, op_exchange, &b, op_one_way, &b, p->stream);
+  expect_no_pending_error("exchange");
+  sync_all(ctx->num_devices);
+
+  /* For the report: the same exchange while every SM of both GPUs spins. */
+  const double alone = events_gbps(&b, 5);
+  cudaStream_t busy[2];
+  const int devs[2] = {p->a, p->b};
+  const int nd = p->a == p->b ? 1 : 2;
+  for (int k = 0; k < nd; k++) {
+    int sms = 0;
+    MGPU_CUDA(cudaSetDevice(devs[k]));
+    MGPU_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, devs[k]));
+    MGPU_CUDA(cudaStreamCreateWithFlags(&busy[k], cudaStreamNonBlocking));
+    busy_kernel<<<sms * 8, 256, 0, busy[k]>>>(300LL * 1000 * 1000);
+    MGPU_KERNEL();
+  }
+  const double with_busy = events_gbps(&b, 5);
+  sync_all(ctx->num_devices);
+  for (int k = 0; k < nd; k++) {
+    MGPU_CUDA(cudaSetDevice(devs[k]));
+    MGPU_CUDA(cudaStreamDestroy(busy[k]));
+  }
+  char name[160];
+  snprintf(name, sizeof name, "%s: your exchange, GPUs idle (5 runs)", c->name);
+  mgpu_value(name, alone, "GB/s");
+  snprintf(name, sizeof name, "%s: your exchange while a kernel keeps every SM busy (5 runs)", c->name);
+  mgpu_value(name, with_busy, "GB/s");
+
+  mgpu_free(&a_src2);
+  mgpu_free(&b_dst2);
+  mgpu_free(&b_src);
+  mgpu_free(&a_dst);
+}
+
+/* n_ab and n_ba of a case: "short-ab" and "short-ba" make one direction 4 KiB. */
+static void sizes(const mgpu_case *c, size_t *n_ab, size_t *n_ba) {
+  *n_ab = *n_ba = (size_t)c->n;
+  if (strncmp(c->name, "short-ab", 8) == 0) *n_ab = 4096;
+  if (strncmp(c->name, "short-ba", 8) == 0) *n_ba = 4096;
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  mgpu_init_nodevice(&ctx, argc, argv);
+  if (ctx.world != 1)
+    mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0,
+              "module5/copy-engines runs as one process (launcher single)");
+  if (ctx.num_devices < 1) mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "no GPU");
+
+  pair pairs[kMaxPairs];
+  int np = ctx.num_devices >= 2 ? ctx.num_devices / 2 : 1;
+  if (np > kMaxPairs) np = kMaxPairs;
+  for (int k = 0; k < np; k++) {
+    pairs[k].a = ctx.num_devices >= 2 ? 2 * k : 0;
+    pairs[k].b = ctx.num_devices >= 2 ? 2 * k + 1 : 0;
+    enable_peer(pairs[k].a, pairs[k].b);
+    enable_peer(pairs[k].b, pairs[k].a);
+    MGPU_CUDA(cudaSetDevice(pairs[k].a));
+    MGPU_CUDA(cudaStreamCreateWithFlags(&pairs[k].stream, cudaStreamNonBlocking));
+  }
+  if (ctx.num_devices == 1) mgpu_note("one GPU: it is paired with itself");
+
+  uint8_t *host = NULL;
+  MGPU_CUDA(cudaMallocHost((void **)&host, 2 * kStage)); /* got, want */
+  for (int c = 0; c < ctx.ncases; c++) {
+    size_t n_ab, n_ba;
+    sizes(&ctx.cases[c], &n_ab, &n_ba);
+    mgpu_result r;
+    mgpu_result_init(&r, (long long)(n_ab + n_ba) * np);
+    for (int k = 0; k < np; k++) check_pair(&ctx, &pairs[k], ctx.cases[c].name, n_ab, n_ba, 10 * c + 1, &r, host);
+    mgpu_record_case(ctx.cases[c].name, &r, 0);
+  }
+  MGPU_CUDA(cudaFreeHost(host));
+
+  if (ctx.perf) {
+    MGPU_CUDA(cudaSetDevice(pairs[0].a));
+    for (int c = 0; c < ctx.nperf_cases; c++) run_perf(&ctx, &pairs[0], &ctx.perf_cases[c]);
+  }
+  sync_all(ctx.num_devices);
+  for (int k = 0; k < np; k++) {
+    MGPU_CUDA(cudaSetDevice(pairs[k].a));
+    MGPU_CUDA(cudaStreamDestroy(pairs[k].stream));
+  }
+  return mgpu_finish(&ctx);
+}

@@ -1,0 +1,308 @@
+/*
+ * driver.cu: module5/flag-barrier (course-owned).
+ *
+ * One process per GPU (launcher "local"). Symmetric memory by hand: every rank creates an
+ * inbox (kInboxFloats floats) and a flag array with the VMM API (mgpu_cu_api), exports both as
+ * POSIX file descriptors, and the harness passes them to every other rank (mgpu_share_fds);
+ * every rank maps every rank's inbox and flags with read/write access for its own GPU.
+ *
+ * Each case (n = floats of the tile) runs E epochs, E = min(64, kInboxFloats / n). Epoch e of
+ * the whole run (epochs count on across cases, so the counters never need resetting) uses a
+ * fresh slot of n floats of every inbox, poisoned (0xFF) before the case. Per epoch, on every
+ * rank: the driver fills `mine` with exact values of (seed, rank, e), launches k_round
+ * cooperatively (all blocks resident, the same grid on every rank), which calls the learner's
+ * exchange_tile in every thread and then, right away, copies this rank's inbox slot into `out`
+ * from back to front; then the driver compares `out` with the previous rank's values for e,
+ * every element.
+ *
+ * Why a missing release shows: the tile is written by every block of the grid (all SMs, up to
+ * 64 MiB per epoch over NVLink, which spreads the stores over its 18 links), and each block's
+ * count is added by one thread immediately after the block's own stores. Without a release,
+ * that count may reach the next GPU while stores issued just before it are still on their way
+ * on other links; the reader, released by the last count, starts at once with the elements
+ * the writers' grid-stride loops wrote last (back to front), and the slot is fresh poison, so
+ * any element read early is caught as poison. Every epoch changes the data, and there are
+ * hundreds of epochs over the cases. (To be confirmed on 2xH200, variant relaxed-flag.)
+ * A kernel that waits forever is reported with mgpu_wait_or_hang, not by the job's timeout.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flags.h"
+
+static const long long kInboxFloats = 1LL << 26; /* 256 MiB per rank */
+static const int kMaxEpochs = 64;
+static const double kHangS = 30.0;
+
+/* Copies this rank's slot into out, back to front, right after exchange_tile returns. */
+__global__ void k_round(symm_view v, const float *mine, float *out, long long n, unsigned int epoch) {
+  exchange_tile(&v, mine, n, epoch);
+  const float *in = v.inbox[v.rank];
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = n - 1 - ((long long)blockIdx.x * blockDim.x + threadIdx.x); i >= 0; i -= stride)
+    out[i] = in[i];
+}
+
+typedef struct counts {
+  unsigned long long bad, poison;
+  unsigned long long first; /* smallest wrong index, ~0 when none */
+} counts;
+
+__global__ void k_compare(const float *got, const float *want, long long n, counts *c) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint32_t g = __float_as_uint(got[i]), w = __float_as_uint(want[i]);
+    if (g == w) continue;
+    if (g == 0xFFFFFFFFu)
+      atomicAdd(&c->poison, 1ULL);
+    else
+      atomicAdd(&c->bad, 1ULL);
+    atomicMin(&c->first, (unsigned long long)i);
+  }
+}
+
+static void expect_no_pending_error(const char *fn) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s: %s (%s)", fn, cudaGetErrorName(e), cudaGetErrorString(e));
+    mgpu_fail("learner", fn, __FILE__, __LINE__, (long)e, msg);
+  }
+}
+
+/* ---- symmetric memory, by hand (VMM + descriptors through the harness) ------------------ */
+
+typedef struct region {
+  CUmemGenericAllocationHandle h;
+  CUdeviceptr ptr;
+  size_t size;
+} region;
+
+static CUmemAllocationProp prop_for(int device) {
+  CUmemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = device;
+  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return p;
+}
+
+static size_t granule(const mgpu_cu *cu, int device) {
+  CUmemAllocationProp p = prop_for(device);
+  size_t g = 0;
+  MGPU_CU(cu->MemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  return g;
+}
+
+static void map_rw(const mgpu_cu *cu, region *r, int device) {
+  CUmemAccessDesc a;
+  MGPU_CU(cu->MemAddressReserve(&r->ptr, r->size, 0, 0, 0));
+  MGPU_CU(cu->MemMap(r->ptr, r->size, 0, r->h, 0));
+  memset(&a, 0, sizeof a);
+  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.location.id = device;
+  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  MGPU_CU(cu->MemSetAccess(r->ptr, r->size, &a, 1));
+}
+
+static int create_exported(const mgpu_cu *cu, size_t bytes, int device, region *r) {
+  CUmemAllocationProp p = prop_for(device);
+  const size_t g = granule(cu, device);
+  int fd = -1;
+  r->size = (bytes + g - 1) / g * g;
+  MGPU_CU(cu->MemCreate(&r->h, r->size, &p, 0));
+  map_rw(cu, r, device);
+  MGPU_CU(cu->MemExportToShareableHandle(&fd, r->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  return fd;
+}
+
+static void import_fd(const mgpu_cu *cu, int fd, size_t size, int device, region *r) {
+  r->size = size;
+  MGPU_CU(cu->MemImportFromShareableHandle(&r->h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  map_rw(cu, r, device);
+}
+
+static void release(const mgpu_cu *cu, region *r) {
+  MGPU_CU(cu->MemUnmap(r->ptr, r->size));
+  MGPU_CU(cu->MemAddressFree(r->ptr, r->size));
+  MGPU_CU(cu->MemRelease(r->h));
+}
+
+/* ---- the cases ------------------------------------------------------------------------------ */
+
+typedef struct world_maps {
+  region inbox[SYMM_MAX_RANKS], flags[SYMM_MAX_RANKS];
+} world_maps;
+
+static void run_case(mgpu_ctx *ctx, const world_maps *m, const mgpu_case *c, unsigned int *epoch, int grid,
+                     cudaStream_t stream) {
+  const long long n = c->n;
+  const int prev = (ctx->rank + ctx->world - 1) % ctx->world;
+  long long epochs = kInboxFloats / n;
+  if (epochs > kMaxEpochs) epochs = kMaxEpochs;
+  if (epochs < 1) mgpu_fail("driver", "cases", __FILE__, __LINE__, 0, "a tile larger than the inbox");
+
+  /* Fresh poison in this rank's inbox; everyone's is poisoned before anyone writes. */
+  MGPU_CUDA(cudaMemsetAsync((void *)(uintptr_t)m->inbox[ctx->rank].ptr, 0xFF, (size_t)(epochs * n) * sizeof(float), stream));
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  mgpu_barrier(ctx, "poisoned");
+
+  mgpu_buf mine = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+  mgpu_buf out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+  mgpu_buf want = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+  counts *dc = NULL, *hc = NULL; /* hc: pinned, so the asynchronous copies are truly ordered */
+  MGPU_CUDA(cudaMalloc((void **)&dc, sizeof *dc));
+  MGPU_CUDA(cudaMallocHost((void **)&hc, sizeof *hc));
+
+  mgpu_result r;
+  mgpu_result_init(&r, n * epochs);
+  long long first_epoch = -1;
+  for (long long k = 0; k < epochs; k++) {
+    const unsigned int e = ++*epoch;
+    symm_view v;
+    memset(&v, 0, sizeof v);
+    v.rank = ctx->rank;
+    v.world = ctx->world;
+    for (int p = 0; p < ctx->world; p++) {
+      v.inbox[p] = (float *)(uintptr_t)m->inbox[p].ptr + k * n;
+      v.flags[p] = (unsigned int *)(uintptr_t)m->flags[p].ptr;
+    }
+    mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, ctx->rank, (int)e, stream);
+    mgpu_fill_exact_f32((float *)want.ptr, n, ctx->seed, prev, (int)e, stream);
+    mgpu_poison(&out, stream);
+    hc->bad = hc->poison = 0;
+    hc->first = ~0ULL;
+    MGPU_CUDA(cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, stream));
+    const float *mp = (const float *)mine.ptr;
+    float *op = (float *)out.ptr;
+    long long nn = n;
+    unsigned int ee = e;
+    void *args[] = {&v, &mp, &op, &nn, &ee};
+    MGPU_CUDA(cudaLaunchCooperativeKernel((const void *)k_round, dim3((unsigned)grid), dim3(512), args, 0, stream));
+    expect_no_pending_error("exchange_tile");
+    mgpu_wait_or_hang(ctx, stream, kHangS, "exchange_tile",
+                      "does every block's count reach the next rank, and does the wait target grow with the epoch (epoch x gridDim.x)?");
+    k_compare<<<256, 512, 0, stream>>>((const float *)out.ptr, (const float *)want.ptr, n, dc);
+    MGPU_KERNEL();
+    MGPU_CUDA(cudaMemcpyAsync(hc, dc, sizeof *hc, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    r.checked += n;
+    r.bad += (long long)hc->bad;
+    r.unwritten += (long long)hc->poison;
+    if ((hc->bad || hc->poison) && first_epoch < 0) {
+      first_epoch = (long long)e;
+      /* The first few mismatches of the first bad epoch, for the report. */
+      const long long from = (long long)hc->first, cnt = n - from < 4096 ? n - from : 4096;
+      float *g = (float *)malloc(sizeof(float) * (size_t)cnt), *w = (float *)malloc(sizeof(float) * (size_t)cnt);
+      if (!g || !w) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+      MGPU_CUDA(cudaMemcpy(g, (const float *)out.ptr + from, sizeof(float) * (size_t)cnt, cudaMemcpyDeviceToHost));
+      MGPU_CUDA(cudaMemcpy(w, (const float *)want.ptr + from, sizeof(float) * (size_t)cnt, cudaMemcpyDeviceToHost));
+      for (long long i = 0; i < cnt && r.nfirst < 8; i++) {
+        uint32_t gb, wb;
+        memcpy(&gb, &g[i], 4);
+        memcpy(&wb, &w[i], 4);
+        if (gb == wb) continue;
+        mgpu_mismatch *mm = &r.first[r.nfirst++];
+        mm->i = from + i;
+        if (gb == 0xFFFFFFFFu)
+          snprintf(mm->got, sizeof mm->got, "NaN(poison)");
+        else
+          snprintf(mm->got, sizeof mm->got, "%.9g", g[i]);
+        snprintf(mm->want, sizeof mm->want, "%.9g", w[i]);
+      }
+      free(g);
+      free(w);
+    }
+  }
+  r.guard_hits = mgpu_guard_hits(&out) + mgpu_guard_hits(&mine);
+  if (r.unwritten > 0)
+    snprintf(r.msg, sizeof r.msg,
+             "rank %d: %lld element(s) of the tiles from rank %d had not arrived when exchange_tile returned "
+             "(still the poison; first in epoch %lld of the run, %lld epochs of %lld floats in this case). Does "
+             "each block's signal come after its stores with release semantics at system scope, and does the "
+             "wait acquire, at system scope, until every block of the previous rank has signalled this epoch?",
+             ctx->rank, r.unwritten, prev, first_epoch, epochs, n);
+  else if (r.bad > 0)
+    snprintf(r.msg, sizeof r.msg,
+             "rank %d: %lld element(s) of the inbox differ from what rank %d sent (first in epoch %lld): is the tile "
+             "written into the next rank's inbox, v->inbox[(rank + 1) %% world], whole?",
+             ctx->rank, r.bad, prev, first_epoch);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg, "rank %d: something wrote outside the driver's buffers", ctx->rank);
+  mgpu_record_case(c->name, &r, 0);
+
+  MGPU_CUDA(cudaFree(dc));
+  MGPU_CUDA(cudaFreeHost(hc));
+  mgpu_free(&mine);
+  mgpu_free(&out);
+  mgpu_free(&want);
+  mgpu_barrier(ctx, "case-done"); /* nobody re-poisons while another rank still reads */
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  mgpu_init(&ctx, argc, argv);
+  if (ctx.world > SYMM_MAX_RANKS)
+    mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "module5/flag-barrier runs with at most 8 ranks");
+  const mgpu_cu *cu = mgpu_cu_api();
+  cudaStream_t stream;
+  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  /* Map every rank's inbox and flags here. */
+  world_maps m;
+  memset(&m, 0, sizeof m);
+  int mine_fds[2];
+  mine_fds[0] = create_exported(cu, sizeof(float) * (size_t)kInboxFloats, ctx.device, &m.inbox[ctx.rank]);
+  mine_fds[1] = create_exported(cu, sizeof(unsigned int) * SYMM_MAX_RANKS, ctx.device, &m.flags[ctx.rank]);
+  MGPU_CUDA(cudaMemset((void *)(uintptr_t)m.flags[ctx.rank].ptr, 0, m.flags[ctx.rank].size));
+  MGPU_CUDA(cudaDeviceSynchronize());
+  int *fds = (int *)calloc((size_t)ctx.world * 2, sizeof(int));
+  if (!fds) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
+  mgpu_share_fds(&ctx, "symm", mine_fds, 2, fds);
+  for (int p = 0; p < ctx.world; p++) {
+    if (p != ctx.rank) {
+      import_fd(cu, fds[2 * p], m.inbox[ctx.rank].size, ctx.device, &m.inbox[p]);
+      import_fd(cu, fds[2 * p + 1], m.flags[ctx.rank].size, ctx.device, &m.flags[p]);
+    }
+    close(fds[2 * p]);
+    close(fds[2 * p + 1]);
+  }
+  close(mine_fds[0]);
+  close(mine_fds[1]);
+  free(fds);
+
+  /* The same co-resident grid on every rank: the smallest of everyone's. */
+  int sms = 0, per_sm = 0;
+  MGPU_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
+  MGPU_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_round, 512, 0));
+  if (per_sm < 1) mgpu_fail("learner", "exchange_tile", __FILE__, __LINE__, 0, "the kernel around exchange_tile cannot run 512 threads per block (too many registers?)");
+  if (per_sm > 2) per_sm = 2;
+  int grid = sms * per_sm;
+  for (int p = 0; p < ctx.world; p++) {
+    int g = grid;
+    mgpu_share(&ctx, "grid", &g, sizeof g, p);
+    if (g < grid) grid = g;
+  }
+  mgpu_value("blocks per rank (every SM, all resident)", grid, "blocks");
+  mgpu_barrier(&ctx, "mapped");
+
+  unsigned int epoch = 0;
+  for (int k = 0; k < ctx.ncases; k++) run_case(&ctx, &m, &ctx.cases[k], &epoch, grid, stream);
+
+  MGPU_CUDA(cudaDeviceSynchronize());
+  mgpu_barrier(&ctx, "unmap");
+  for (int p = 0; p < ctx.world; p++) {
+    if (p == ctx.rank) continue;
+    release(cu, &m.inbox[p]);
+    release(cu, &m.flags[p]);
+  }
+  mgpu_barrier(&ctx, "release");
+  release(cu, &m.inbox[ctx.rank]);
+  release(cu, &m.flags[ctx.rank]);
+  MGPU_CUDA(cudaStreamDestroy(stream));
+  return mgpu_finish(&ctx);
+}

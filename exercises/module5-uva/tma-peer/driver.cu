@@ -1,0 +1,321 @@
+/*
+ * driver.cu: module5/tma-peer (course-owned).
+ *
+ * The checks are module5/peer-stores' (below); what differs is the SM limit. The driver
+ * creates, on every GPU, an SM limit of kSMs SMs (mgpu_sm_limit_create: a green context,
+ * docs/protocol.md §4 "SM limits") and wraps every call of tma_copy in mgpu_sm_limit_enter /
+ * mgpu_sm_limit_leave: while tma_copy runs, the green context is current, so every kernel it
+ * launches (on the limit's stream, on stream 0, on a stream it creates) runs on those SMs
+ * only; leave checks that the green context is still current (a cudaSetDevice would have
+ * replaced it) and makes the driver's stream wait for everything queued in the green context.
+ * The policy stage refuses the calls that could leave the limit unseen: cudaSetDevice,
+ * cudaDeviceReset, threads, driver entry points.
+ *
+ * One process (launcher "single") drives every GPU; the driver enables peer access from each
+ * GPU i to the next, (i + 1) mod n. A machine with one GPU copies within GPU 0.
+ *
+ * Correctness, per case (n = bytes; a name "offK-..." misaligns both pointers by K bytes):
+ * every GPU i copies to GPU i+1 at the same time, with tma_copy on a non-blocking stream of i:
+ *   1. src holds an old pattern; dst is guarded and poisoned (0xFF);
+ *   2. on the stream: a 20 ms delay kernel, the fill of src with a new pattern, tma_copy, and a
+ *      snapshot of dst (a copy-engine copy into a buffer of the driver's);
+ *   3. the driver waits for each stream, then for every device, and compares the snapshot and
+ *      dst with the new pattern, every byte.
+ * Work that does not wait for the stream copies the old src; work the stream does not wait for
+ * is still running when the snapshot is taken. After the timing, "after-timing" copies a new
+ * pattern over the timed buffers (a copy that skips repeated work fails there).
+ *
+ * Performance (GPU 0 -> GPU 1): tma_copy of 1 GiB from kSMs SMs against cudaMemcpyPeerAsync
+ * of the same bytes, same run, alternating (mgpu_time_pair, algbw).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tma_peer.h"
+
+enum { kMaxDevices = 64 };
+static const long long kDelayNs = 20LL * 1000 * 1000;
+static const size_t kStage = (size_t)64 << 20;
+static const char *const kFn = "tma_copy";
+static const int kSMs = 8;               /* the limit: SMs of each GPU that tma_copy may use */
+static mgpu_smlimit *g_lim[kMaxDevices]; /* one per GPU */
+
+static void expect_no_pending_error(const char *fn) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s left a CUDA error unchecked: %s (%s). Wrap every CUDA call in MGPU_CUDA(...) and put MGPU_KERNEL() after each launch.",
+             fn, cudaGetErrorName(e), cudaGetErrorString(e));
+    mgpu_fail("learner", fn, __FILE__, __LINE__, (long)e, msg);
+  }
+}
+
+/* The learner's call, on GPU `dev` (current). */
+static void learner_copy(int dev, void *dst, const void *src, size_t bytes, cudaStream_t stream) {
+  mgpu_smlimit *l = g_lim[dev];
+  mgpu_sm_limit_enter(l, stream);
+  tma_copy(dst, src, bytes, mgpu_sm_limit_sms(l), mgpu_sm_limit_stream(l));
+  expect_no_pending_error(kFn);
+  mgpu_sm_limit_leave(l, stream, kFn);
+  MGPU_CUDA(cudaSetDevice(dev));
+}
+
+__global__ void delay_kernel(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+}
+
+static void sync_all(int ndev) {
+  for (int d = 0; d < ndev; d++) {
+    MGPU_CUDA(cudaSetDevice(d));
+    MGPU_CUDA(cudaDeviceSynchronize());
+  }
+}
+
+static void enable_peer(int from, int to) {
+  if (from == to) return;
+  int ok = 0;
+  MGPU_CUDA(cudaDeviceCanAccessPeer(&ok, from, to));
+  if (!ok) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "GPU %d cannot access GPU %d: this exercise needs peer access", from, to);
+    mgpu_fail("driver", "cudaDeviceCanAccessPeer", __FILE__, __LINE__, 0, msg);
+  }
+  MGPU_CUDA(cudaSetDevice(from));
+  cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled)
+    (void)cudaGetLastError();
+  else
+    MGPU_CUDA(e);
+}
+
+typedef struct tally {
+  long long bad, unwritten, old, first;
+} tally;
+
+/* Compares `n` bytes of device memory with pattern (seed, iter): the expected bytes are made on
+ * the current GPU, both sides are copied back in chunks and compared with memcmp, and only
+ * chunks that differ are looked at byte by byte. Bytes equal to pattern (seed, old_iter) where
+ * it differs from the new one are counted as old. Mismatches go into r when r != NULL. */
+static tally compare(const void *dev, size_t n, uint64_t seed, int iter, int old_iter, uint8_t *host,
+                     mgpu_result *r, long long index_base) {
+  tally t = {0, 0, 0, -1};
+  const uint64_t old_key = mgpu_pattern_key(seed, old_iter);
+  uint8_t *want = NULL, *h_want = host + kStage;
+  MGPU_CUDA(cudaMalloc((void **)&want, n));
+  mgpu_fill_pattern(want, n, seed, iter, 0);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  for (size_t off = 0; off < n; off += kStage) {
+    const size_t m = n - off < kStage ? n - off : kStage;
+    MGPU_CUDA(cudaMemcpy(host, (const char *)dev + off, m, cudaMemcpyDefault));
+    MGPU_CUDA(cudaMemcpy(h_want, want + off, m, cudaMemcpyDefault));
+    if (r) r->checked += (long long)m;
+    for (size_t b = 0; b < m; b += 4096) {
+      const size_t k = m - b < 4096 ? m - b : 4096;
+      if (memcmp(host + b, h_want + b, k) == 0) continue;
+      for (size_t j = b; j < b + k; j++) {
+        const long long i = (long long)(off + j);
+        const uint8_t w = h_want[j], got = host[j];
+        if (got == w) continue;
+        if (got == 0xFF) {
+          t.unwritten++;
+          if (r) r->unwritten++;
+        } else {
+          t.bad++;
+          if (r) r->bad++;
+          if (got == mgpu_pattern_byte_k(old_key, i)) t.old++;
+        }
+        if (t.first < 0) t.first = i;
+        if (r && r->nfirst < 8) {
+          mgpu_mismatch *mm = &r->first[r->nfirst++];
+          mm->i = index_base + i;
+          if (got == 0xFF)
+            snprintf(mm->got, sizeof mm->got, "0xff(poison)");
+          else
+            snprintf(mm->got, sizeof mm->got, "0x%02x", got);
+          snprintf(mm->want, sizeof mm->want, "0x%02x", w);
+        }
+      }
+    }
+  }
+  MGPU_CUDA(cudaFree(want));
+  return t;
+}
+
+/* Misalignment of a case: "offK-..." -> K (0..15), else 0. */
+static size_t case_offset(const char *name) {
+  if (strncmp(name, "off", 3) != 0) return 0;
+  return (size_t)(strtoul(name + 3, NULL, 10) % 16);
+}
+
+typedef struct ring {
+  int n;
+  cudaStream_t stream[kMaxDevices];
+} ring;
+
+static int next_of(const ring *g, int i) { return (i + 1) % g->n; }
+
+static void run_case(mgpu_ctx *ctx, ring *g, const mgpu_case *c, int iter, uint8_t *host) {
+  const size_t bytes = (size_t)c->n, off = case_offset(c->name);
+  mgpu_buf src[kMaxDevices], dst[kMaxDevices], snap[kMaxDevices];
+  /* The pattern is laid at the misaligned address: byte i of the copy is pattern byte i. */
+  for (int i = 0; i < g->n; i++) {
+    src[i] = mgpu_alloc(bytes + off, i);
+    dst[i] = mgpu_alloc(bytes + off, next_of(g, i));
+    snap[i] = mgpu_alloc(bytes, i);
+    MGPU_CUDA(cudaSetDevice(i));
+    mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter + 500, g->stream[i]);
+  }
+  sync_all(g->n);
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    delay_kernel<<<1, 1, 0, g->stream[i]>>>(kDelayNs);
+    MGPU_KERNEL();
+    mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter, g->stream[i]);
+    learner_copy(i, (char *)dst[i].ptr + off, (const char *)src[i].ptr + off, bytes, g->stream[i]);
+    MGPU_CUDA(cudaMemcpyAsync(snap[i].ptr, (const char *)dst[i].ptr + off, bytes, cudaMemcpyDefault, g->stream[i]));
+  }
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    MGPU_CUDA(cudaStreamSynchronize(g->stream[i]));
+  }
+  sync_all(g->n);
+
+  mgpu_result r;
+  mgpu_result_init(&r, (long long)bytes * g->n);
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    tally s = compare(snap[i].ptr, bytes, ctx->seed, iter, iter + 500, host, &r, 0);
+    tally f = compare((const char *)dst[i].ptr + off, bytes, ctx->seed, iter, iter + 500, host, NULL, 0);
+    /* The misaligned head of dst lies inside the usable bytes: it must still be the poison. */
+    if (off) {
+      uint8_t h[16];
+      MGPU_CUDA(cudaMemcpy(h, dst[i].ptr, off, cudaMemcpyDefault));
+      for (size_t k = 0; k < off; k++)
+        if (h[k] != 0xFF) r.guard_hits++;
+    }
+    r.guard_hits += mgpu_guard_hits(&dst[i]);
+    const long long wrong = s.bad + s.unwritten;
+    if (r.msg[0] || (wrong == 0 && r.guard_hits == 0)) continue;
+    const int to = next_of(g, i);
+    if (wrong == 0)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: bytes outside dst[0..%zu) changed (guard bands or the %zu bytes before dst): write dst's bytes and nothing else",
+               i, to, bytes, off);
+    else if (s.old > 0 && s.old * 2 >= s.bad)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: %lld bytes hold src's old contents: the copy ran before the work queued on `stream` ahead of %s had written src. Launch on the stream you are given.",
+               i, to, s.old, kFn);
+    else if (f.bad + f.unwritten == 0)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: right in the end, but work queued on `stream` after %s saw %lld of %zu bytes still the poison: the copy was not ordered on `stream`.",
+               i, to, kFn, s.unwritten, bytes);
+    else if (s.bad == 0 && f.first >= 0 && (size_t)f.first + (size_t)f.unwritten == bytes)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: the last %lld of %zu bytes are still the poison: the bytes after the last 16-byte boundary need copying too (misalignment %zu)",
+               i, to, f.unwritten, bytes, off);
+    else
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: %lld of %zu bytes wrong or missing (%lld still the poison, first at offset %lld; misalignment %zu)",
+               i, to, wrong, bytes, s.unwritten, s.first, off);
+  }
+  mgpu_record_case(c->name, &r, 0);
+  for (int i = 0; i < g->n; i++) {
+    mgpu_free(&src[i]);
+    mgpu_free(&dst[i]);
+    mgpu_free(&snap[i]);
+  }
+}
+
+/* ---- timing -------------------------------------------------------------------------------- */
+
+typedef struct perf_bufs {
+  void *dst;
+  const void *src;
+  size_t bytes;
+  int from, to;
+} perf_bufs;
+
+static void op_yours(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  learner_copy(b->from, b->dst, b->src, b->bytes, stream);
+}
+
+static void op_copy_engine(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  MGPU_CUDA(cudaMemcpyPeerAsync(b->dst, b->to, b->src, b->from, b->bytes, stream));
+}
+
+static void run_perf(mgpu_ctx *ctx, ring *g, const mgpu_case *c, uint8_t *host) {
+  const size_t bytes = (size_t)c->n;
+  const int from = 0, to = next_of(g, 0);
+  mgpu_buf src = mgpu_alloc(bytes, from), dst = mgpu_alloc(bytes, to);
+  MGPU_CUDA(cudaSetDevice(from));
+  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 800, g->stream[from]);
+  MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
+  perf_bufs b = {dst.ptr, src.ptr, bytes, from, to};
+  mgpu_timing t;
+  memset(&t, 0, sizeof t);
+  t.case_name = c->name;
+  t.bytes = (double)bytes;
+  t.factor = 1.0;
+  t.metric = "algbw";
+  mgpu_time_pair(ctx, &t, op_yours, &b, op_copy_engine, &b, g->stream[from]);
+  sync_all(g->n);
+
+  /* A new pattern over the timed buffers: a copy that skips repeated work fails here. */
+  MGPU_CUDA(cudaSetDevice(from));
+  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 801, g->stream[from]);
+  mgpu_poison(&dst, 0);
+  sync_all(g->n);
+  MGPU_CUDA(cudaSetDevice(from));
+  learner_copy(from, dst.ptr, src.ptr, bytes, g->stream[from]);
+  MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
+  sync_all(g->n);
+  mgpu_result r;
+  mgpu_result_init(&r, (long long)bytes);
+  tally f = compare(dst.ptr, bytes, ctx->seed, 801, 800, host, &r, 0);
+  r.guard_hits = mgpu_guard_hits(&dst);
+  if (f.bad + f.unwritten > 0)
+    snprintf(r.msg, sizeof r.msg, "after-timing: a new src copied over the timed buffers arrived wrong or not at all (%lld bytes; %lld still the poison, %lld the previous contents): does %s skip work it has seen before?",
+             f.bad + f.unwritten, f.unwritten, f.old, kFn);
+  mgpu_record_case("after-timing", &r, 0);
+  mgpu_free(&src);
+  mgpu_free(&dst);
+}
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  mgpu_init_nodevice(&ctx, argc, argv);
+  if (ctx.world != 1)
+    mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "this exercise runs as one process (launcher single)");
+  if (ctx.num_devices < 1) mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "no GPU");
+  ring g;
+  g.n = ctx.num_devices < kMaxDevices ? ctx.num_devices : kMaxDevices;
+  for (int i = 0; i < g.n; i++) enable_peer(i, next_of(&g, i));
+  for (int i = 0; i < g.n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    MGPU_CUDA(cudaStreamCreateWithFlags(&g.stream[i], cudaStreamNonBlocking));
+  }
+  if (g.n == 1) mgpu_note("one GPU: it copies to itself");
+  for (int i = 0; i < g.n; i++) g_lim[i] = mgpu_sm_limit_create(i, kSMs);
+  mgpu_value("SMs tma_copy may use on each GPU (green context)", mgpu_sm_limit_sms(g_lim[0]), "SMs");
+  uint8_t *host = NULL;
+  MGPU_CUDA(cudaMallocHost((void **)&host, 2 * kStage)); /* got, want */
+  for (int c = 0; c < ctx.ncases; c++) run_case(&ctx, &g, &ctx.cases[c], 10 * c + 1, host);
+  if (ctx.perf) {
+    MGPU_CUDA(cudaSetDevice(0));
+    for (int c = 0; c < ctx.nperf_cases; c++) run_perf(&ctx, &g, &ctx.perf_cases[c], host);
+  }
+  MGPU_CUDA(cudaFreeHost(host));
+  sync_all(g.n);
+  for (int i = 0; i < g.n; i++) {
+    mgpu_sm_limit_destroy(g_lim[i]);
+    MGPU_CUDA(cudaSetDevice(i));
+    MGPU_CUDA(cudaStreamDestroy(g.stream[i]));
+  }
+  return mgpu_finish(&ctx);
+}

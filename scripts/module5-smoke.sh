@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Module 5 on this machine's GPUs, one table: every exercise's reference solution (must pass),
+# pristine starter (must fail at its manifest's fails_at) and variants (must end as their
+# manifests say, with the stated words in the report), each through `mgpu-learn check --json`.
+#
+#   scripts/module5-smoke.sh [--one-gpu] [--no-perf] [--only EXERCISE] [--out DIR]
+#
+# --one-gpu   for a machine with a single GPU: runs a copy of the course whose module5
+#             manifests ask for 1 GPU, with 2 ranks for ipc-vmm (two processes on one GPU) and
+#             1 for flag-barrier; variants that need more ranks are skipped. Performance
+#             verdicts then mean little (a GPU copying to itself).
+# Writes every JSON report to OUT (default: a temporary folder, printed at the end) and exits
+# non-zero when any row is not as expected. `mgpu-learn course verify module5` checks the
+# same expectations; this script shows them side by side with the stage and the headline.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${MGPU_LEARN_BIN:-$root/bin/mgpu-learn}
+one_gpu=0 perf=() only="" out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --one-gpu) one_gpu=1; shift ;;
+    --no-perf) perf=(--no-perf); shift ;;
+    --only) only=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -x "$bin" ] || { echo "no $bin: run 'make build' (or set MGPU_LEARN_BIN)" >&2; exit 2; }
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NO_COLOR=1
+[ -n "$out" ] || out=$(mktemp -d /tmp/module5-smoke.XXXXXX)
+mkdir -p "$out"
+
+course=() course_dir=$root
+if [ $one_gpu = 1 ]; then
+  course_dir=$out/course
+  rm -rf "$course_dir" && mkdir -p "$course_dir"
+  cp -r "$root/lessons" "$root/exercises" "$course_dir/"
+  sed -i -e 's/^  gpus: 2$/  gpus: 1/' -e 's/^  peer_access: true$/  peer_access: false/' "$course_dir"/exercises/module5-uva/*/exercise.yaml
+  course=(--course "$course_dir")
+fi
+
+ws=$out/workspace
+rm -rf "$ws"
+"$bin" "${course[@]}" init "$ws" >/dev/null || { echo "mgpu-learn init failed" >&2; exit 4; }
+
+# One line per target: exercise|kind-of-target|name|expect|min_ranks|words (| separated).
+plan=$(python3 - "$course_dir" "$only" <<'PY'
+import pathlib, re, sys
+root, only = pathlib.Path(sys.argv[1]), sys.argv[2]
+for m in sorted(root.glob("exercises/module5-uva/*/exercise.yaml")):
+    text = m.read_text()
+    mid = re.search(r"^id:\s*(\S+)", text, re.M).group(1)
+    if only and mid != only and mid.split("/")[-1] != only:
+        continue
+    fails = re.search(r"^starter:\s*\n(?:\s+.*\n)*?\s+fails_at:\s*(\w+)", text, re.M)
+    print(f"{mid}|solution|-|pass|0|")
+    print(f"{mid}|starter|-|{fails.group(1) if fails else '?'}|0|")
+    block = re.search(r"^variants:[ \t]*\n((?:[ \t]+.*\n|[ \t]*#.*\n|[ \t]*\n)*)", text + "\n", re.M)
+    if not block:
+        continue
+    for entry in re.split(r"\n[ \t]*-[ \t]+(?=name:)", "\n" + block.group(1)):
+        name = re.search(r"\bname:\s*\"?([\w.-]+)", entry)
+        if not name:
+            continue
+        expect = re.search(r"\bexpect:\s*\"?(\w+)", entry)
+        ranks = re.search(r"\bmin_ranks:\s*(\d+)", entry)
+        msg = re.search(r"\bmessage:\s*\[([^\]]*)\]", entry)
+        words = [w.strip().strip("\"'") for w in msg.group(1).split(",")] if msg else []
+        print(f"{mid}|variant|{name.group(1)}|{expect.group(1) if expect else '?'}|{ranks.group(1) if ranks else 0}|{';'.join(words)}")
+PY
+)
+
+ranks_for() { # the --ranks a target runs with in one-GPU mode
+  [ $one_gpu = 1 ] || return 0
+  case $1 in
+    module5/ipc-vmm) echo 2 ;;
+    module5/flag-barrier) echo 1 ;;
+  esac
+}
+
+rows=() bad=0 n=0 skipped=0
+while IFS='|' read -r ex what name expect min_ranks words; do
+  [ -n "$ex" ] || continue
+  n=$((n + 1))
+  r=$(ranks_for "$ex")
+  args=("$bin" "${course[@]}" check "$ex" --json "${perf[@]}")
+  [ -n "$r" ] && args+=(--ranks "$r")
+  label=$what
+  case $what in
+    solution) args+=(--solution) ;;
+    variant) args+=(--variant "$name"); label="variant $name" ;;
+  esac
+  if [ -n "$r" ] && [ "$min_ranks" -gt "$r" ]; then
+    rows+=("$ex|$label|$expect|skipped (needs $min_ranks ranks)|-|")
+    skipped=$((skipped + 1))
+    continue
+  fi
+  file=$out/$(echo "$ex-$what-$name" | tr '/' '_').json
+  start=$SECONDS
+  (cd "$ws" && "${args[@]}" >"$file" 2>"$file.stderr")
+  rc=$?
+  secs=$((SECONDS - start))
+  row=$(python3 - "$file" "$expect" "$words" "$rc" "$secs" <<'PY'
+import json, sys
+path, expect, words, rc, secs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+try:
+    text = open(path).read()
+    rep = json.loads(text)["reports"][0]
+except Exception as e:
+    print(f"no report (exit {rc})|NO|{e}")
+    sys.exit()
+verdict, stage = rep.get("verdict", ""), rep.get("stage", "")
+got = "pass" if verdict == "passed" else f"{verdict} at {stage or '-'}"
+if expect == "pass":
+    ok = verdict == "passed"
+else:
+    ok = verdict == "failed" and stage == expect
+missing = [w for w in words.split(";") if w and w.lower() not in text.lower()]
+if ok and missing:
+    ok = False
+    got += f" (report lacks {', '.join(missing)})"
+print(f"{got}|{'ok' if ok else 'NO'}|{rep.get('headline', '')[:110]} [{secs}s]")
+PY
+)
+  rows+=("$ex|$label|$expect|$row")
+  case $row in *"|NO|"*) bad=$((bad + 1)) ;; esac
+  echo "$ex $label: ${row%%|*}" >&2
+done <<<"$plan"
+
+echo
+printf '%-22s %-28s %-12s %-34s %-4s %s\n' exercise target expected got ok headline
+for row in "${rows[@]}"; do
+  IFS='|' read -r ex label expect got ok head <<<"$row"
+  printf '%-22s %-28s %-12s %-34s %-4s %s\n' "${ex#module5/}" "$label" "$expect" "$got" "$ok" "$head"
+done
+echo
+echo "module5-smoke: $((n - bad - skipped)) passed, $bad failed, $skipped skipped (reports in $out)"
+[ $bad -eq 0 ]
