@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -215,6 +217,19 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 	k.emit(RunStarted{Ranks: nranks, Run: n, Dir: dir})
 	res, lerr := k.c.Launcher.Launch(ctx, spec)
 	chans, intrusions := srv.finish(2 * time.Second)
+	if errors.Is(lerr, launch.ErrWarmLost) && ctx.Err() == nil {
+		// The warm interpreter that forked the ranks died under them: how they ended is
+		// unknown, so this run proves nothing. Run it again with fresh interpreters, a fresh
+		// channel and fresh keys (docs/runtime.md).
+		if srv, err = newRecordServer(nranks, seed); err != nil {
+			k.fail(StageRun, FaultRunner, "cannot open the records channel", err.Error())
+			return nil
+		}
+		spec.Env = append(slices.Clone(spec.Env[:len(spec.Env)-1]), srv.Env())
+		spec.NoWarm = true
+		res, lerr = k.c.Launcher.Launch(ctx, spec)
+		chans, intrusions = srv.finish(2 * time.Second)
+	}
 	rr := &runResult{n: n, dir: dir, seed: seed, res: res, chans: chans, forgery: intrusions}
 	k.summarizeRun(rr, spec, nranks)
 	if lerr != nil || res == nil {
@@ -477,6 +492,12 @@ func (k *check) checkRun(rr *runResult) bool {
 		k.rep.Notes = append(k.rep.Notes, fmt.Sprintf("processes left running after the job: %v", res.Leftover))
 	}
 	detail := fmt.Sprintf("%d rank(s), %s", len(sum.Ranks), fmtDuration(time.Duration(sum.Elapsed)))
+	if res.Warm > 0 {
+		detail = fmt.Sprintf("%d rank(s) from a warm interpreter, %s", len(sum.Ranks), fmtDuration(time.Duration(sum.Elapsed)))
+		if res.Warm < len(sum.Ranks) {
+			detail = fmt.Sprintf("%d rank(s), %d from a warm interpreter, %s", len(sum.Ranks), res.Warm, fmtDuration(time.Duration(sum.Elapsed)))
+		}
+	}
 	if rr.n > 1 {
 		detail = fmt.Sprintf("%d runs of %d rank(s)", rr.n, len(sum.Ranks))
 	}

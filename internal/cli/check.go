@@ -116,6 +116,11 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !buildOnly {
+		var closeWarm func()
+		ctx, closeWarm = a.withWarmRanks(ctx, len(exs) == 1)
+		defer closeWarm()
+	}
 
 	ck, err := a.newChecker(ctx, !o.NoPerf && !buildOnly)
 	if err != nil {

@@ -160,6 +160,8 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, closeWarm := a.withWarmRanks(ctx, false)
+	defer closeWarm()
 	ck, err := a.newChecker(ctx, !o.NoPerf)
 	if err != nil {
 		return err

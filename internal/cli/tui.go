@@ -23,6 +23,9 @@ func (a *App) runTUI(ctx context.Context, c *course.Course, ws *workspace.Worksp
 		once.Do(func() { facts = a.Facts(ctx, false) })
 		return facts
 	}
+	// The UI's checks fork their Python ranks from one pre-imported interpreter.
+	ctx, closeWarm := a.withWarmRanks(ctx, false)
+	defer closeWarm()
 	return tui.Run(ctx, tui.Deps{
 		Course:    c,
 		Workspace: ws,

@@ -37,6 +37,9 @@ func newWatchCmd(app *App) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Every re-check forks its Python ranks from one pre-imported interpreter.
+			ctx, closeWarm := app.withWarmRanks(ctx, false)
+			defer closeWarm()
 			changes, err := watchFiles(ctx, ws, e, poll)
 			if err != nil {
 				return runnerErrorf("watching %s: %v", ws.ExerciseDir(e), err)

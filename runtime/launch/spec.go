@@ -50,6 +50,8 @@ type Spec struct {
 	OnRankExit func(RankResult)
 	// TailBytes bounds the output kept per rank (default 64 KiB; the end is kept).
 	TailBytes int
+	// NoWarm starts every rank cold even when the context carries a WarmPool (WithWarm).
+	NoWarm bool
 }
 
 // MPI is an MPI installation to launch with.
@@ -85,6 +87,8 @@ type Result struct {
 	// Launcher is the launcher program's own end (mpirun, torchrun) with its untagged
 	// output as Tail; nil when the ranks were started directly.
 	Launcher *RankResult
+	// Warm counts the ranks forked from a warm interpreter (WarmPool) instead of started cold.
+	Warm int
 }
 
 // RankResult is one rank's end.
@@ -98,4 +102,5 @@ type RankResult struct {
 	Ended    time.Time
 	Tail     string // last TailBytes of the rank's combined stdout and stderr
 	Dropped  int64  // bytes of output not kept
+	Warm     bool   // forked from a warm interpreter
 }

@@ -36,13 +36,17 @@ func New() *Supervisor { return &Supervisor{} }
 // proc is one process the supervisor started: a rank, or the launcher program.
 type proc struct {
 	rank    int // -1: the launcher program
-	cmd     *exec.Cmd
+	pid     int
+	cmd     *exec.Cmd // nil for a rank forked from a warm interpreter
 	sink    *sink
 	out     *os.File // read end of its output pipe
 	read    chan struct{}
 	started time.Time
 	ended   time.Time
 	state   *os.ProcessState
+	ws      syscall.WaitStatus // a forked rank's end, as its zygote reported it
+	warm    bool               // forked from a warm interpreter (warm.go)
+	lost    bool               // its zygote died before reporting its end
 	exited  bool
 	sent    bool // we have signalled it
 	hung    bool // it was running when the job timed out
@@ -53,6 +57,8 @@ type exitEvent struct {
 	p     *proc
 	at    time.Time
 	state *os.ProcessState
+	ws    syscall.WaitStatus // forked ranks
+	lost  bool
 }
 
 // job is one Launch in progress.
@@ -73,6 +79,7 @@ type job struct {
 	timedOut, canceled bool
 	firstFailed        int
 	running            map[int]bool // launcher jobs: ranks alive at a timeout or cancel
+	warm               int          // ranks forked from a warm interpreter
 }
 
 // Launch runs the job described by s and returns how every rank ended. The error is only for
@@ -96,7 +103,7 @@ func (sv *Supervisor) Launch(ctx context.Context, s Spec) (*Result, error) {
 	}
 	defer os.RemoveAll(j.rdzv)
 
-	if err := j.start(); err != nil {
+	if err := j.start(ctx); err != nil {
 		j.abort()
 		return nil, err
 	}
@@ -105,7 +112,13 @@ func (sv *Supervisor) Launch(ctx context.Context, s Spec) (*Result, error) {
 		interval = defaultScan
 	}
 	j.supervise(ctx, interval)
-	return j.result(), nil
+	res := j.result()
+	for _, p := range j.procs {
+		if p.lost {
+			return res, ErrWarmLost
+		}
+	}
+	return res, nil
 }
 
 func normalize(s *Spec) error {
@@ -141,7 +154,7 @@ func normalize(s *Spec) error {
 }
 
 // start builds the environments and starts the processes.
-func (j *job) start() error {
+func (j *job) start(ctx context.Context) error {
 	s := &j.spec
 	port, err := freePort()
 	if err != nil {
@@ -180,11 +193,22 @@ func (j *job) start() error {
 
 	if !wrapped {
 		j.tr = newTracker("")
-		for r := 0; r < s.Ranks; r++ {
+		envs := make([][]string, s.Ranks)
+		for r := range envs {
 			env := base.clone()
 			env.setRank(r, s.Ranks, port)
 			env.force()
-			if err := j.spawn(r, s.Argv, env.list(), j.sinks[r]); err != nil {
+			envs[r] = env.list()
+		}
+		warm := make([]bool, s.Ranks)
+		if pool := warmFrom(ctx); pool != nil && warmEligible(s) {
+			warm = j.startWarm(ctx, pool, base, envs)
+		}
+		for r, env := range envs {
+			if warm[r] {
+				continue
+			}
+			if err := j.spawn(r, s.Argv, env, j.sinks[r]); err != nil {
 				return fmt.Errorf("launch: starting rank %d (%s): %w", r, s.Argv[0], err)
 			}
 		}
@@ -251,9 +275,9 @@ func (j *job) spawn(rank int, argv, env []string, sk *sink) error {
 		return err
 	}
 	w.Close()
-	p := &proc{rank: rank, cmd: cmd, sink: sk, out: r, read: make(chan struct{}), started: time.Now()}
+	p := &proc{rank: rank, pid: cmd.Process.Pid, cmd: cmd, sink: sk, out: r, read: make(chan struct{}), started: time.Now()}
 	j.procs = append(j.procs, p)
-	j.tr.add(cmd.Process.Pid)
+	j.tr.add(p.pid)
 	go func() {
 		defer close(p.read)
 		if j.wrapped {
@@ -287,7 +311,7 @@ func (j *job) abort() {
 	j.tr.signal(syscall.SIGKILL)
 	for range j.procs {
 		ev := <-j.exits
-		j.tr.reaped(ev.p.cmd.Process.Pid)
+		j.tr.reaped(ev.p.pid)
 		ev.p.out.Close()
 	}
 	j.tr.signal(syscall.SIGKILL)
@@ -327,8 +351,8 @@ func (j *job) supervise(ctx context.Context, interval time.Duration) {
 		case ev := <-j.exits:
 			running--
 			p := ev.p
-			p.exited, p.ended, p.state = true, ev.at, ev.state
-			j.tr.reaped(p.cmd.Process.Pid)
+			p.exited, p.ended, p.state, p.ws, p.lost = true, ev.at, ev.state, ev.ws, ev.lost
+			j.tr.reaped(p.pid)
 			if !j.wrapped && s.OnRankExit != nil {
 				s.OnRankExit(procResult(p))
 			}
@@ -393,11 +417,23 @@ func failed(p *proc) bool {
 	if p.sent {
 		return false
 	}
-	ws, ok := p.state.Sys().(syscall.WaitStatus)
+	if p.lost {
+		return true // its end is unknown: the job cannot be trusted to go on
+	}
+	ws, ok := p.waitStatus()
 	if !ok {
 		return !p.state.Success()
 	}
 	return ws.Signaled() || ws.Exited() && ws.ExitStatus() != 0
+}
+
+// waitStatus is how the process ended, from its wait (started here) or its zygote's report.
+func (p *proc) waitStatus() (syscall.WaitStatus, bool) {
+	if p.state == nil {
+		return p.ws, true
+	}
+	ws, ok := p.state.Sys().(syscall.WaitStatus)
+	return ws, ok
 }
 
 // drainOutput waits for the output readers; a pipe held open by a process that escaped is
@@ -460,13 +496,18 @@ func (j *job) result() *Result {
 	}
 	res.Leftover = j.leftovers()
 	res.Elapsed = time.Since(j.begin)
+	res.Warm = j.warm
 	return res
 }
 
 // procResult describes how a process the supervisor started ended.
 func procResult(p *proc) RankResult {
-	rr := RankResult{Rank: p.rank, PID: p.cmd.Process.Pid, Started: p.started, Ended: p.ended, ExitCode: -1}
+	rr := RankResult{Rank: p.rank, PID: p.pid, Started: p.started, Ended: p.ended, ExitCode: -1, Warm: p.warm}
 	rr.Tail, rr.Dropped = p.sink.result()
+	if p.lost {
+		rr.State = StateUnknown // its zygote died before reporting how it ended
+		return rr
+	}
 	if !p.exited {
 		// It survived SIGKILL; it is in Leftover.
 		rr.State = StateUnknown
@@ -477,7 +518,7 @@ func procResult(p *proc) RankResult {
 		}
 		return rr
 	}
-	ws, _ := p.state.Sys().(syscall.WaitStatus)
+	ws, _ := p.waitStatus()
 	if ws.Signaled() {
 		rr.Signal = signalName(ws.Signal())
 	} else {
