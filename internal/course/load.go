@@ -176,7 +176,7 @@ func (ld *loader) loadModule(dir string, courseLine int, seenID map[string]strin
 	}
 	if entries, err := fs.ReadDir(ld.fsys, exDir); err == nil {
 		for _, de := range entries {
-			if !de.IsDir() || hidden(de.Name()) {
+			if !de.IsDir() || hidden(de.Name()) || de.Name() == SharedDir {
 				continue
 			}
 			if _, ok := listed[de.Name()]; !ok {
@@ -338,10 +338,11 @@ func (v *exerciseCheck) check() {
 		v.errAt(v.at("driver"), "driver file %s does not exist", path.Join(e.Dir, m.Driver))
 	}
 	for i, s := range m.Support {
+		inShared := strings.HasPrefix(s, "../"+SharedDir+"/") && fs.ValidPath(strings.TrimPrefix(s, "../"))
 		switch {
-		case !fs.ValidPath(s) || s == ".":
-			v.errAt(v.at("support", i), "support file %q is not a relative path inside the exercise folder", s)
-		case hasHiddenPart(s):
+		case !inShared && (!fs.ValidPath(s) || s == "."):
+			v.errAt(v.at("support", i), "support file %q is not a relative path inside the exercise folder (or ../%s/ of its module)", s, SharedDir)
+		case hasHiddenPart(strings.TrimPrefix(s, "../")):
 			v.errAt(v.at("support", i), "support file %q: %s", s, hiddenMsg)
 		case !v.exists(s):
 			v.errAt(v.at("support", i), "support file %s does not exist", path.Join(e.Dir, s))
@@ -657,6 +658,10 @@ func isFile(fsys fs.FS, name string) bool {
 // hidden reports whether a file name starts with "." or "_": go:embed leaves such files out of
 // the built-in course, so the loader ignores them on disk too, and course files may not use them.
 func hidden(name string) bool { return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") }
+
+// SharedDir is the folder of a module's exercises that holds course-owned files several
+// exercises use: a manifest's support names them "../shared/<file>". It is not an exercise.
+const SharedDir = "shared"
 
 // hasHiddenPart reports whether any element of a slash path is hidden.
 func hasHiddenPart(p string) bool {

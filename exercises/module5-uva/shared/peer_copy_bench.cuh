@@ -1,0 +1,252 @@
+/*
+ * peer_copy_bench.cuh: the part of module5/peer-stores' and module5/tma-peer's drivers that is
+ * the same (course-owned; a support file of both, "../shared/peer_copy_bench.cuh").
+ *
+ * Before including it, a driver defines kMaxDevices, kDelayNs, kStage, kFn (the learner's
+ * function's name) and includes its exercise's header; after it, the driver defines
+ *   static void learner_copy(int dev, void *dst, const void *src, size_t bytes, cudaStream_t s);
+ * (the learner's call on GPU dev, current) and its main. The correctness cases, the comparison
+ * and the timing against cudaMemcpyPeerAsync are here.
+ */
+#ifndef MODULE5_PEER_COPY_BENCH_CUH
+#define MODULE5_PEER_COPY_BENCH_CUH
+
+static void learner_copy(int dev, void *dst, const void *src, size_t bytes, cudaStream_t stream);
+
+static void expect_no_pending_error(const char *fn) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s left a CUDA error unchecked: %s (%s). Wrap every CUDA call in MGPU_CUDA(...) and put MGPU_KERNEL() after each launch.",
+             fn, cudaGetErrorName(e), cudaGetErrorString(e));
+    mgpu_fail("learner", fn, __FILE__, __LINE__, (long)e, msg);
+  }
+}
+
+
+__global__ void delay_kernel(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < (unsigned long long)ns);
+}
+
+static void sync_all(int ndev) {
+  for (int d = 0; d < ndev; d++) {
+    MGPU_CUDA(cudaSetDevice(d));
+    MGPU_CUDA(cudaDeviceSynchronize());
+  }
+}
+
+static void enable_peer(int from, int to) {
+  if (from == to) return;
+  int ok = 0;
+  MGPU_CUDA(cudaDeviceCanAccessPeer(&ok, from, to));
+  if (!ok) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "GPU %d cannot access GPU %d: this exercise needs peer access", from, to);
+    mgpu_fail("driver", "cudaDeviceCanAccessPeer", __FILE__, __LINE__, 0, msg);
+  }
+  MGPU_CUDA(cudaSetDevice(from));
+  cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled)
+    (void)cudaGetLastError();
+  else
+    MGPU_CUDA(e);
+}
+
+typedef struct tally {
+  long long bad, unwritten, old, first;
+} tally;
+
+/* Compares `n` bytes of device memory with pattern (seed, iter): the expected bytes are made on
+ * the current GPU, both sides are copied back in chunks and compared with memcmp, and only
+ * chunks that differ are looked at byte by byte. Bytes equal to pattern (seed, old_iter) where
+ * it differs from the new one are counted as old. Mismatches go into r when r != NULL. */
+static tally compare(const void *dev, size_t n, uint64_t seed, int iter, int old_iter, uint8_t *host,
+                     mgpu_result *r, long long index_base) {
+  tally t = {0, 0, 0, -1};
+  const uint64_t old_key = mgpu_pattern_key(seed, old_iter);
+  uint8_t *want = NULL, *h_want = host + kStage;
+  MGPU_CUDA(cudaMalloc((void **)&want, n));
+  mgpu_fill_pattern(want, n, seed, iter, 0);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  for (size_t off = 0; off < n; off += kStage) {
+    const size_t m = n - off < kStage ? n - off : kStage;
+    MGPU_CUDA(cudaMemcpy(host, (const char *)dev + off, m, cudaMemcpyDefault));
+    MGPU_CUDA(cudaMemcpy(h_want, want + off, m, cudaMemcpyDefault));
+    if (r) r->checked += (long long)m;
+    for (size_t b = 0; b < m; b += 4096) {
+      const size_t k = m - b < 4096 ? m - b : 4096;
+      if (memcmp(host + b, h_want + b, k) == 0) continue;
+      for (size_t j = b; j < b + k; j++) {
+        const long long i = (long long)(off + j);
+        const uint8_t w = h_want[j], got = host[j];
+        if (got == w) continue;
+        if (got == 0xFF) {
+          t.unwritten++;
+          if (r) r->unwritten++;
+        } else {
+          t.bad++;
+          if (r) r->bad++;
+          if (got == mgpu_pattern_byte_k(old_key, i)) t.old++;
+        }
+        if (t.first < 0) t.first = i;
+        if (r && r->nfirst < 8) {
+          mgpu_mismatch *mm = &r->first[r->nfirst++];
+          mm->i = index_base + i;
+          if (got == 0xFF)
+            snprintf(mm->got, sizeof mm->got, "0xff(poison)");
+          else
+            snprintf(mm->got, sizeof mm->got, "0x%02x", got);
+          snprintf(mm->want, sizeof mm->want, "0x%02x", w);
+        }
+      }
+    }
+  }
+  MGPU_CUDA(cudaFree(want));
+  return t;
+}
+
+/* Misalignment of a case: "offK-..." -> K (0..15), else 0. */
+static size_t case_offset(const char *name) {
+  if (strncmp(name, "off", 3) != 0) return 0;
+  return (size_t)(strtoul(name + 3, NULL, 10) % 16);
+}
+
+typedef struct ring {
+  int n;
+  cudaStream_t stream[kMaxDevices];
+} ring;
+
+static int next_of(const ring *g, int i) { return (i + 1) % g->n; }
+
+static void run_case(mgpu_ctx *ctx, ring *g, const mgpu_case *c, int iter, uint8_t *host) {
+  const size_t bytes = (size_t)c->n, off = case_offset(c->name);
+  mgpu_buf src[kMaxDevices], dst[kMaxDevices], snap[kMaxDevices];
+  /* The pattern is laid at the misaligned address: byte i of the copy is pattern byte i. */
+  for (int i = 0; i < g->n; i++) {
+    src[i] = mgpu_alloc(bytes + off, i);
+    dst[i] = mgpu_alloc(bytes + off, next_of(g, i));
+    snap[i] = mgpu_alloc(bytes, i);
+    MGPU_CUDA(cudaSetDevice(i));
+    mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter + 500, g->stream[i]);
+  }
+  sync_all(g->n);
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    delay_kernel<<<1, 1, 0, g->stream[i]>>>(kDelayNs);
+    MGPU_KERNEL();
+    mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter, g->stream[i]);
+    learner_copy(i, (char *)dst[i].ptr + off, (const char *)src[i].ptr + off, bytes, g->stream[i]);
+    MGPU_CUDA(cudaMemcpyAsync(snap[i].ptr, (const char *)dst[i].ptr + off, bytes, cudaMemcpyDefault, g->stream[i]));
+  }
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    MGPU_CUDA(cudaStreamSynchronize(g->stream[i]));
+  }
+  sync_all(g->n);
+
+  mgpu_result r;
+  mgpu_result_init(&r, (long long)bytes * g->n);
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    tally s = compare(snap[i].ptr, bytes, ctx->seed, iter, iter + 500, host, &r, 0);
+    tally f = compare((const char *)dst[i].ptr + off, bytes, ctx->seed, iter, iter + 500, host, NULL, 0);
+    /* The misaligned head of dst lies inside the usable bytes: it must still be the poison. */
+    if (off) {
+      uint8_t h[16];
+      MGPU_CUDA(cudaMemcpy(h, dst[i].ptr, off, cudaMemcpyDefault));
+      for (size_t k = 0; k < off; k++)
+        if (h[k] != 0xFF) r.guard_hits++;
+    }
+    r.guard_hits += mgpu_guard_hits(&dst[i]);
+    const long long wrong = s.bad + s.unwritten;
+    if (r.msg[0] || (wrong == 0 && r.guard_hits == 0)) continue;
+    const int to = next_of(g, i);
+    if (wrong == 0)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: bytes outside dst[0..%zu) changed (guard bands or the %zu bytes before dst): write dst's bytes and nothing else",
+               i, to, bytes, off);
+    else if (s.old > 0 && s.old * 2 >= s.bad)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: %lld bytes hold src's old contents: the copy ran before the work queued on `stream` ahead of %s had written src. Launch on the stream you are given.",
+               i, to, s.old, kFn);
+    else if (f.bad + f.unwritten == 0)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: right in the end, but work queued on `stream` after %s saw %lld of %zu bytes still the poison: the copy was not ordered on `stream`.",
+               i, to, kFn, s.unwritten, bytes);
+    else if (s.bad == 0 && f.first >= 0 && (size_t)f.first + (size_t)f.unwritten == bytes)
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: the last %lld of %zu bytes are still the poison: the bytes after the last 16-byte boundary need copying too (misalignment %zu)",
+               i, to, f.unwritten, bytes, off);
+    else
+      snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: %lld of %zu bytes wrong or missing (%lld still the poison, first at offset %lld; misalignment %zu)",
+               i, to, wrong, bytes, s.unwritten, s.first, off);
+  }
+  mgpu_record_case(c->name, &r, 0);
+  for (int i = 0; i < g->n; i++) {
+    mgpu_free(&src[i]);
+    mgpu_free(&dst[i]);
+    mgpu_free(&snap[i]);
+  }
+}
+
+/* ---- timing -------------------------------------------------------------------------------- */
+
+typedef struct perf_bufs {
+  void *dst;
+  const void *src;
+  size_t bytes;
+  int from, to;
+} perf_bufs;
+
+static void op_yours(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  learner_copy(b->from, b->dst, b->src, b->bytes, stream);
+}
+
+static void op_copy_engine(void *arg, int iter, cudaStream_t stream) {
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
+  MGPU_CUDA(cudaMemcpyPeerAsync(b->dst, b->to, b->src, b->from, b->bytes, stream));
+}
+
+static void run_perf(mgpu_ctx *ctx, ring *g, const mgpu_case *c, uint8_t *host) {
+  const size_t bytes = (size_t)c->n;
+  const int from = 0, to = next_of(g, 0);
+  mgpu_buf src = mgpu_alloc(bytes, from), dst = mgpu_alloc(bytes, to);
+  MGPU_CUDA(cudaSetDevice(from));
+  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 800, g->stream[from]);
+  MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
+  perf_bufs b = {dst.ptr, src.ptr, bytes, from, to};
+  mgpu_timing t;
+  memset(&t, 0, sizeof t);
+  t.case_name = c->name;
+  t.bytes = (double)bytes;
+  t.factor = 1.0;
+  t.metric = "algbw";
+  mgpu_time_pair(ctx, &t, op_yours, &b, op_copy_engine, &b, g->stream[from]);
+  sync_all(g->n);
+
+  /* A new pattern over the timed buffers: a copy that skips repeated work fails here. */
+  MGPU_CUDA(cudaSetDevice(from));
+  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 801, g->stream[from]);
+  mgpu_poison(&dst, 0);
+  sync_all(g->n);
+  MGPU_CUDA(cudaSetDevice(from));
+  learner_copy(from, dst.ptr, src.ptr, bytes, g->stream[from]);
+  MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
+  sync_all(g->n);
+  mgpu_result r;
+  mgpu_result_init(&r, (long long)bytes);
+  tally f = compare(dst.ptr, bytes, ctx->seed, 801, 800, host, &r, 0);
+  r.guard_hits = mgpu_guard_hits(&dst);
+  if (f.bad + f.unwritten > 0)
+    snprintf(r.msg, sizeof r.msg, "after-timing: a new src copied over the timed buffers arrived wrong or not at all (%lld bytes; %lld still the poison, %lld the previous contents): does %s skip work it has seen before?",
+             f.bad + f.unwritten, f.unwritten, f.old, kFn);
+  mgpu_record_case("after-timing", &r, 0);
+  mgpu_free(&src);
+  mgpu_free(&dst);
+}
+
+#endif /* MODULE5_PEER_COPY_BENCH_CUH */
