@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,17 +24,22 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 	k.start(StagePolicy)
 	e := k.e
 	var (
-		iv      []Violation
-		checked int
-		err     error
+		iv       []Violation
+		checked  int
+		err      error
+		srcCalls map[string][]Violation // forbidden calls in the preprocessed sources, by file
 	)
+	var forbid []course.Forbidden
+	if len(e.Forbid) > 0 {
+		forbid = slices.Concat(e.Forbid, lookupForbid)
+	}
 	if e.Kind == "python" {
 		iv, checked, err = k.pythonPolicy(ctx, prog)
 	} else {
 		iv, checked, err = k.objectIntegrity(prog)
 		if err == nil {
 			var lv []Violation
-			lv, err = lineDirectives(prog)
+			lv, srcCalls, err = sourceScan(prog, forbid)
 			iv = append(iv, lv...)
 		}
 	}
@@ -78,7 +84,6 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 			return false
 		}
 		checked++
-		forbid := slices.Concat(e.Forbid, lookupForbid)
 		found := map[string]bool{}
 		for _, f := range forbid {
 		search:
@@ -104,13 +109,8 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 			}
 		}
 		// What the symbol table cannot show: device code, inline functions, macros.
-		sv, err := sourceViolations(lf, lf.PP, forbid)
-		if err != nil {
-			k.fail(StagePolicy, FaultRunner, "cannot read the preprocessed "+lf.Show, err.Error())
-			return false
-		}
-		for _, v := range sv {
-			if v.Rule == "" && !found[v.Symbol] {
+		for _, v := range srcCalls[lf.Show] {
+			if !found[v.Symbol] {
 				violations = append(violations, v)
 			}
 		}
@@ -395,23 +395,9 @@ func sentenceEnd(s string) string {
 }
 
 // globMatch matches an identifier against a forbid pattern, where * stands for any run of
-// characters (the manifest's loader allows identifier characters and * only).
+// characters: path.Match, as the loader allows only identifier characters and * in patterns
+// (and identifiers hold no '/').
 func globMatch(pattern, name string) bool {
-	parts := strings.Split(pattern, "*")
-	if len(parts) == 1 {
-		return pattern == name
-	}
-	first, last := parts[0], parts[len(parts)-1]
-	if len(name) < len(first)+len(last) || !strings.HasPrefix(name, first) || !strings.HasSuffix(name, last) {
-		return false
-	}
-	mid := name[len(first) : len(name)-len(last)]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(mid, p)
-		if i < 0 {
-			return false
-		}
-		mid = mid[i+len(p):]
-	}
-	return true
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
 }

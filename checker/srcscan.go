@@ -189,24 +189,32 @@ func showIn(show, base string) string {
 	return base
 }
 
-// lineDirectives are the #line directives in the learner's sources (an integrity rule: it
-// holds whether or not the exercise forbids anything).
-func lineDirectives(prog *program) ([]Violation, error) {
-	var vs []Violation
+// sourceScan reads every learner source's preprocessed lines once: the #line directives
+// (an integrity rule, whether or not the exercise forbids anything) and, by file, the calls of
+// forbid found there.
+func sourceScan(prog *program, forbid []course.Forbidden) ([]Violation, map[string][]Violation, error) {
+	var integrity []Violation
+	calls := map[string][]Violation{}
 	for _, lf := range prog.learner {
 		if !isSource(lf.Name) || lf.Object == "" {
 			continue
 		}
 		if lf.PP == "" {
-			return nil, fmt.Errorf("the build kept no preprocessed form of %s", lf.Show)
+			return nil, nil, fmt.Errorf("the build kept no preprocessed form of %s", lf.Show)
 		}
-		sv, err := sourceViolations(lf, lf.PP, nil)
+		sv, err := sourceViolations(lf, lf.PP, forbid)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		vs = append(vs, sv...)
+		for _, v := range sv {
+			if v.Rule != "" {
+				integrity = append(integrity, v)
+			} else {
+				calls[lf.Show] = append(calls[lf.Show], v)
+			}
+		}
 	}
-	return vs, nil
+	return integrity, calls, nil
 }
 
 var lineDirective = regexp.MustCompile(`^\s*#\s*(line\s+)?[0-9]+`)
