@@ -340,6 +340,14 @@ func (p *WarmPool) startLocked(key, python string, env []string) (*zygote, error
 	p.all[z] = true
 	go func() {
 		<-z.gone
+		// startErr is written before ready closes (onHello); a zygote that died before hello
+		// closes ready once its socket reports the end. Read startErr only past that point.
+		readyAfterDeath := true
+		select {
+		case <-z.ready:
+		case <-time.After(5 * time.Second):
+			readyAfterDeath = false
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		delete(p.all, z)
@@ -350,7 +358,7 @@ func (p *WarmPool) startLocked(key, python string, env []string) (*zygote, error
 		// A zygote that was serving and died (killed, out of memory) is replaced at once;
 		// launches go cold until the new one is ready. One that never got ready is not
 		// retried (acquire's failed map).
-		if z.startErr == nil && !p.closed {
+		if readyAfterDeath && z.startErr == nil && !p.closed {
 			p.lastErr = "warm ranks: the zygote died" + outputNote(z.output())
 			if nz, err := p.startLocked(z.key, z.python, z.env); err == nil {
 				nz.background = true
