@@ -13,7 +13,8 @@
  *   mgpu_nccl.cu  mgpu_check_nccl, mgpu_nccl_unique_id (builds whose libs include nccl).
  *   mgpu_mpi.c    mgpu_check_mpi (builds whose libs include mpi).
  *   mgpu_fd.c     mgpu_share_fds: file descriptors between ranks (every cuda build).
- *   mgpu_cudrv.cu the driver-API table (mgpu_cu_api) and SM limits (every cuda build).
+ *   mgpu_cudrv.cu the driver-API table (mgpu_cu_api), symmetric buffers (mgpu_symm_*) and SM
+ *                 limits (every cuda build).
  * Library checks (NCCL, MPI, NVSHMEM) are macros below, active when the driver includes the
  * library header before mgpu.h. docs/harness.md has the build lines and the rules.
  */
@@ -293,6 +294,24 @@ cudaStream_t mgpu_sm_limit_stream(const mgpu_smlimit *l);
 void mgpu_sm_limit_enter(mgpu_smlimit *l, cudaStream_t after);
 void mgpu_sm_limit_leave(mgpu_smlimit *l, cudaStream_t join, const char *what);
 void mgpu_sm_limit_destroy(mgpu_smlimit *l);
+/* Symmetric memory (docs/protocol.md §5, "Symmetric buffers"): every rank allocates `bytes` on
+ * its own device with the VMM API, exports it as a file descriptor, receives everyone else's
+ * through mgpu_share_fds and maps all of them read/write for its device. Afterwards
+ * s->ptr[p] is rank p's buffer as this process addresses it (s->ptr[rank] is this rank's own),
+ * zero-filled, s->bytes long (bytes rounded up to the allocation granularity). Loads and
+ * stores through s->ptr[p] go over NVLink/PCIe peer access, or stay on the device when ranks
+ * share one. Collective, in the same order on every rank, with the same key and bytes; at most
+ * MGPU_SYMM_MAX_RANKS ranks, one host. mgpu_symm_free is collective too: nobody unmaps before
+ * every rank has synchronized its device. */
+#define MGPU_SYMM_MAX_RANKS 8
+typedef struct mgpu_symm {
+  int rank, world;
+  size_t bytes;
+  void *ptr[MGPU_SYMM_MAX_RANKS];
+  unsigned long long handle[MGPU_SYMM_MAX_RANKS]; /* CUmemGenericAllocationHandle, internal */
+} mgpu_symm;
+void mgpu_symm_alloc(mgpu_ctx *ctx, const char *key, size_t bytes, mgpu_symm *s);
+void mgpu_symm_free(mgpu_ctx *ctx, mgpu_symm *s);
 #endif /* CUDA */
 
 /* ---- library error checks (active when the library header is included first) -------- */

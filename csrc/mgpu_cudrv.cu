@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The driver ABI the entry points are asked for: CUDA 12.5, the first with
  * cuGreenCtxStreamCreate (green contexts themselves came in 12.4; asking for 12.4 gets
@@ -229,4 +230,102 @@ void mgpu_sm_limit_destroy(mgpu_smlimit *l) {
   HCU(G.GreenCtxDestroy(l->green));
   HRT(cudaSetDevice(saved));
   free(l);
+}
+
+/* ---- symmetric buffers (docs/protocol.md §5) ----------------------------------------------- */
+
+static CUmemAllocationProp symm_prop(int device) {
+  CUmemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = device;
+  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return p;
+}
+
+static void symm_map(const mgpu_cu *cu, CUmemGenericAllocationHandle h, size_t size, int device,
+                     CUdeviceptr *ptr) {
+  CUmemAccessDesc a;
+  *ptr = 0;
+  HCU(cu->MemAddressReserve(ptr, size, 0, 0, 0));
+  HCU(cu->MemMap(*ptr, size, 0, h, 0));
+  memset(&a, 0, sizeof a);
+  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.location.id = device;
+  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  HCU(cu->MemSetAccess(*ptr, size, &a, 1));
+}
+
+void mgpu_symm_alloc(mgpu_ctx *ctx, const char *key, size_t bytes, mgpu_symm *s) {
+  const mgpu_cu *cu = mgpu_cu_api();
+  if (!ctx || !s || !key) cudrv_fail(__LINE__, "mgpu_symm_alloc", "NULL argument");
+  if (ctx->device < 0) cudrv_fail(__LINE__, "mgpu_symm_alloc", "this rank has no CUDA device");
+  if (ctx->world > MGPU_SYMM_MAX_RANKS)
+    cudrv_fail(__LINE__, "mgpu_symm_alloc", "symmetric buffers span at most %d ranks, this job has %d",
+               MGPU_SYMM_MAX_RANKS, ctx->world);
+  if (ctx->local_world != ctx->world)
+    cudrv_fail(__LINE__, "mgpu_symm_alloc", "symmetric buffers need every rank on one host (%d of %d here)",
+               ctx->local_world, ctx->world);
+  if (bytes == 0) cudrv_fail(__LINE__, "mgpu_symm_alloc", "zero bytes");
+  memset(s, 0, sizeof *s);
+  s->rank = ctx->rank;
+  s->world = ctx->world;
+  CUmemAllocationProp p = symm_prop(ctx->device);
+  size_t g = 0;
+  HCU(cu->MemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  if (g == 0) g = 2u << 20;
+  s->bytes = (bytes + g - 1) / g * g;
+  /* Every rank must have asked for the same size: a mismatch would map past a buffer's end. */
+  for (int r = 0; r < ctx->world; r++) {
+    unsigned long long theirs = (unsigned long long)s->bytes;
+    mgpu_share(ctx, key, &theirs, sizeof theirs, r);
+    if (theirs != (unsigned long long)s->bytes)
+      cudrv_fail(__LINE__, "mgpu_symm_alloc", "\"%s\": rank %d asked for %llu bytes, rank %d for %llu",
+                 key, r, theirs, ctx->rank, (unsigned long long)s->bytes);
+  }
+  CUmemGenericAllocationHandle h = 0;
+  HCU(cu->MemCreate(&h, s->bytes, &p, 0));
+  CUdeviceptr mine = 0;
+  symm_map(cu, h, s->bytes, ctx->device, &mine);
+  s->handle[ctx->rank] = (unsigned long long)h;
+  s->ptr[ctx->rank] = (void *)(uintptr_t)mine;
+  int saved = 0;
+  HRT(cudaGetDevice(&saved));
+  HRT(cudaSetDevice(ctx->device));
+  HRT(cudaMemset(s->ptr[ctx->rank], 0, s->bytes));
+  HRT(cudaDeviceSynchronize());
+  HRT(cudaSetDevice(saved));
+  int fd = -1;
+  HCU(cu->MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  int fds[MGPU_SYMM_MAX_RANKS];
+  mgpu_share_fds(ctx, key, &fd, 1, fds);
+  for (int r = 0; r < ctx->world; r++) {
+    if (r != ctx->rank) {
+      CUmemGenericAllocationHandle ph = 0;
+      CUdeviceptr ptr = 0;
+      HCU(cu->MemImportFromShareableHandle(&ph, (void *)(uintptr_t)fds[r], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+      symm_map(cu, ph, s->bytes, ctx->device, &ptr);
+      s->handle[r] = (unsigned long long)ph;
+      s->ptr[r] = (void *)(uintptr_t)ptr;
+    }
+    close(fds[r]);
+  }
+  close(fd);
+  /* Nobody touches a peer's buffer before its owner has zeroed it. */
+  mgpu_barrier(ctx, key);
+}
+
+void mgpu_symm_free(mgpu_ctx *ctx, mgpu_symm *s) {
+  const mgpu_cu *cu = mgpu_cu_api();
+  if (!s || s->world == 0) return;
+  HRT(cudaDeviceSynchronize());
+  mgpu_barrier(ctx, "mgpu_symm_free");
+  for (int r = 0; r < s->world; r++) {
+    if (!s->ptr[r]) continue;
+    HCU(cu->MemUnmap((CUdeviceptr)(uintptr_t)s->ptr[r], s->bytes));
+    HCU(cu->MemAddressFree((CUdeviceptr)(uintptr_t)s->ptr[r], s->bytes));
+    HCU(cu->MemRelease((CUmemGenericAllocationHandle)s->handle[r]));
+  }
+  memset(s, 0, sizeof *s);
 }
