@@ -166,7 +166,7 @@ var envNames = []string{
 	"MGPU_RANK", "MGPU_WORLD_SIZE", "MGPU_LOCAL_RANK", "MGPU_LOCAL_WORLD_SIZE",
 	"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
 	"MGPU_RUN_DIR", "MGPU_RDZV_DIR", "NCCL_NVLS_ENABLE", "NVSHMEM_DISABLE_NVLS",
-	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "MGPU_TEST_FOO", "OMPI_COMM_WORLD_RANK",
+	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "MGPU_TEST_FOO", "OMPI_COMM_WORLD_RANK", "OMP_NUM_THREADS",
 }
 
 func TestEnvironment(t *testing.T) {
@@ -196,6 +196,7 @@ func TestEnvironment(t *testing.T) {
 					"MGPU_RUN_DIR": s.RunDir, "MGPU_RDZV_DIR": filepath.Join(s.RunDir, "rdzv"),
 					"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
 					"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "MGPU_TEST_FOO": "bar=baz",
+					"OMP_NUM_THREADS": "1", // like torchrun: one OpenMP thread per rank
 				}
 				for k, v := range want {
 					if env[k] != v {
@@ -215,6 +216,38 @@ func TestEnvironment(t *testing.T) {
 			}
 			assertClean(t, res, prog+"\x00*=env")
 		})
+	}
+}
+
+// OMP_NUM_THREADS=1 is a default for several ranks, never an override; one rank keeps the
+// machine's.
+func TestOMPThreadsDefault(t *testing.T) {
+	prog := rankProg(t)
+	for _, tc := range []struct {
+		ranks       int
+		outer, spec string
+		want        string
+	}{
+		{2, "", "", "1"},
+		{2, "4", "", "4"},
+		{2, "", "OMP_NUM_THREADS=3", "3"},
+		{1, "", "", "<unset>"},
+	} {
+		t.Setenv("OMP_NUM_THREADS", tc.outer)
+		if tc.outer == "" {
+			os.Unsetenv("OMP_NUM_THREADS")
+		}
+		s := spec(t, Local, tc.ranks, prog, "*=env", "OMP_NUM_THREADS")
+		if tc.spec != "" {
+			s.Env = []string{tc.spec}
+		}
+		res := launch(t, context.Background(), s)
+		for r, rr := range res.Ranks {
+			if got := envOf(rr.Tail)["OMP_NUM_THREADS"]; got != tc.want {
+				t.Errorf("%d ranks, outer %q, spec %q: rank %d has OMP_NUM_THREADS=%q, want %q",
+					tc.ranks, tc.outer, tc.spec, r, got, tc.want)
+			}
+		}
 	}
 }
 

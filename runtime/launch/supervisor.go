@@ -184,6 +184,12 @@ func (j *job) start(ctx context.Context) error {
 		base.set(k, v)
 		jobVars = append(jobVars, k)
 	}
+	// Several ranks on one host each starting an OpenMP pool the size of the machine spin for
+	// cores the other ranks hold (measured: docs/validation/cpu-warm-ranks.md). torchrun sets one
+	// thread per rank unless told otherwise; ranks the supervisor starts itself get the same.
+	if !wrapped && s.Ranks > 1 && base.get("OMP_NUM_THREADS") == "" {
+		base.set("OMP_NUM_THREADS", "1")
+	}
 	base.set("MGPU_RUN_DIR", s.RunDir)
 	base.set("MGPU_RDZV_DIR", j.rdzv)
 	base.force()

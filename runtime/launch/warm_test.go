@@ -361,12 +361,16 @@ func TestWarmZygoteDeath(t *testing.T) {
 	assertClean(t, lres, tok)
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// waitFor polls cond for up to 20 s; why (optional) says what was seen last when it fails.
+func waitFor(t *testing.T, cond func() bool, why ...func() string) {
 	t.Helper()
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return
 		}
+	}
+	for _, w := range why {
+		t.Log(w())
 	}
 	t.Fatal("condition not met in 20s")
 }
@@ -378,9 +382,14 @@ func TestWarmReplacementAndSwitches(t *testing.T) {
 	pool := testPool(t)
 	pool.MaxForks = 2
 	ok := pyDriver(t, "print('ok')\n")
-	warmLaunch(t, pool, spec(t, Local, 2, py, ok))
+	if res := warmLaunch(t, pool, spec(t, Local, 2, py, ok)); res.Warm != 2 {
+		t.Fatalf("first launch: Warm %d; pool %+v", res.Warm, pool.Stats())
+	}
 	first := pool.Stats().PID
-	waitFor(t, func() bool { st := pool.Stats(); return st.Ready && st.PID != first })
+	var last WarmStats
+	waitFor(t, func() bool { last = pool.Stats(); return last.Ready && last.PID != first }, func() string {
+		return fmt.Sprintf("the pool after MaxForks: %+v", last)
+	})
 	res := warmLaunch(t, pool, spec(t, Local, 1, py, ok))
 	if res.Warm != 1 || pool.Stats().PID == first {
 		t.Fatalf("after MaxForks: Warm %d, zygote %d (first %d)", res.Warm, pool.Stats().PID, first)
