@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Module 5 on this machine's GPUs, one table: every exercise's reference solution (must pass),
+# One module on this machine's GPUs, one table: every exercise's reference solution (must pass),
 # pristine starter (must fail at its manifest's fails_at) and variants (must end as their
 # manifests say, with the stated words in the report), each through `mgpu-learn check --json`.
 #
-#   scripts/module5-smoke.sh [--one-gpu] [--no-perf] [--only EXERCISE] [--out DIR]
+#   scripts/module-smoke.sh [--module DIR] [--one-gpu] [--no-perf] [--only EXERCISE] [--out DIR]
 #
-# --one-gpu   for a machine with a single GPU: runs a copy of the course whose module5
-#             manifests ask for 1 GPU, with 2 ranks for ipc-vmm (two processes on one GPU) and
-#             1 for flag-barrier; variants that need more ranks are skipped. Performance
+# --module    the module's folder under exercises/ (default module5-uva)
+# --one-gpu   for a machine with a single GPU: runs a copy of the course whose manifests of that
+#             module ask for 1 GPU and no peer access, with 1 rank (2 for module5/ipc-vmm: two
+#             processes on one GPU); variants that need more ranks are skipped. Performance
 #             verdicts then mean little (a GPU copying to itself).
 # Writes every JSON report to OUT (default: a temporary folder, printed at the end) and exits
 # non-zero when any row is not as expected. `mgpu-learn course verify module5` checks the
@@ -15,20 +16,22 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${MGPU_LEARN_BIN:-$root/bin/mgpu-learn}
-one_gpu=0 perf=() only="" out=""
+one_gpu=0 perf=() only="" out="" mod=module5-uva
 while [ $# -gt 0 ]; do
   case $1 in
+    --module) mod=${2%/}; shift 2 ;;
     --one-gpu) one_gpu=1; shift ;;
     --no-perf) perf=(--no-perf); shift ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+[ -d "$root/exercises/$mod" ] || { echo "no exercises/$mod" >&2; exit 2; }
 [ -x "$bin" ] || { echo "no $bin: run 'make build' (or set MGPU_LEARN_BIN)" >&2; exit 2; }
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NO_COLOR=1
-[ -n "$out" ] || out=$(mktemp -d /tmp/module5-smoke.XXXXXX)
+[ -n "$out" ] || out=$(mktemp -d "/tmp/$mod-smoke.XXXXXX")
 mkdir -p "$out"
 
 course=() course_dir=$root
@@ -36,7 +39,7 @@ if [ $one_gpu = 1 ]; then
   course_dir=$out/course
   rm -rf "$course_dir" && mkdir -p "$course_dir"
   cp -r "$root/lessons" "$root/exercises" "$course_dir/"
-  sed -i -e 's/^  gpus: 2$/  gpus: 1/' -e 's/^  peer_access: true$/  peer_access: false/' "$course_dir"/exercises/module5-uva/*/exercise.yaml
+  sed -i -e 's/^  gpus: 2$/  gpus: 1/' -e 's/^  peer_access: true$/  peer_access: false/' "$course_dir"/exercises/"$mod"/*/exercise.yaml
   course=(--course "$course_dir")
 fi
 
@@ -45,10 +48,10 @@ rm -rf "$ws"
 "$bin" "${course[@]}" init "$ws" >/dev/null || { echo "mgpu-learn init failed" >&2; exit 4; }
 
 # One line per target: exercise|kind-of-target|name|expect|min_ranks|words (| separated).
-plan=$(python3 - "$course_dir" "$only" <<'PY'
+plan=$(python3 - "$course_dir" "$only" "$mod" <<'PY'
 import pathlib, re, sys
-root, only = pathlib.Path(sys.argv[1]), sys.argv[2]
-for m in sorted(root.glob("exercises/module5-uva/*/exercise.yaml")):
+root, only, mod = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+for m in sorted(root.glob(f"exercises/{mod}/*/exercise.yaml")):
     text = m.read_text()
     mid = re.search(r"^id:\s*(\S+)", text, re.M).group(1)
     if only and mid != only and mid.split("/")[-1] != only:
@@ -75,7 +78,7 @@ ranks_for() { # the --ranks a target runs with in one-GPU mode
   [ $one_gpu = 1 ] || return 0
   case $1 in
     module5/ipc-vmm) echo 2 ;;
-    module5/flag-barrier) echo 1 ;;
+    *) echo 1 ;;
   esac
 }
 
@@ -132,8 +135,8 @@ echo
 printf '%-22s %-28s %-12s %-34s %-4s %s\n' exercise target expected got ok headline
 for row in "${rows[@]}"; do
   IFS='|' read -r ex label expect got ok head <<<"$row"
-  printf '%-22s %-28s %-12s %-34s %-4s %s\n' "${ex#module5/}" "$label" "$expect" "$got" "$ok" "$head"
+  printf '%-22s %-28s %-12s %-34s %-4s %s\n' "${ex#*/}" "$label" "$expect" "$got" "$ok" "$head"
 done
 echo
-echo "module5-smoke: $((n - bad - skipped)) passed, $bad failed, $skipped skipped (reports in $out)"
+echo "$mod smoke: $((n - bad - skipped)) passed, $bad failed, $skipped skipped (reports in $out)"
 [ $bad -eq 0 ]
