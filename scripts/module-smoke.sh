@@ -3,28 +3,31 @@
 # pristine starter (must fail at its manifest's fails_at) and variants (must end as their
 # manifests say, with the stated words in the report), each through `mgpu-learn check --json`.
 #
-#   scripts/module-smoke.sh [--module DIR] [--one-gpu] [--no-perf] [--only EXERCISE] [--out DIR]
+#   scripts/module-smoke.sh [--module DIR] [--one-gpu] [--ranks N] [--no-perf] [--only EXERCISE]
+#                           [--out DIR]
 #
 # --module    the module's folder under exercises/ (default module5-uva)
 # --one-gpu   for a machine with a single GPU: runs a copy of the course whose manifests of that
 #             module ask for 1 GPU and no peer access, with 1 rank (2 for module5/ipc-vmm: two
 #             processes on one GPU); variants that need more ranks are skipped. Performance
 #             verdicts then mean little (a GPU copying to itself).
+# --ranks N   every check with N ranks (with --one-gpu: N processes sharing the GPU)
 # Writes every JSON report to OUT (default: a temporary folder, printed at the end) and exits
 # non-zero when any row is not as expected. `mgpu-learn course verify module5` checks the
 # same expectations; this script shows them side by side with the stage and the headline.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${MGPU_LEARN_BIN:-$root/bin/mgpu-learn}
-one_gpu=0 perf=() only="" out="" mod=module5-uva
+one_gpu=0 perf=() only="" out="" mod=module5-uva ranks=""
 while [ $# -gt 0 ]; do
   case $1 in
     --module) mod=${2%/}; shift 2 ;;
     --one-gpu) one_gpu=1; shift ;;
+    --ranks) ranks=$2; shift 2 ;;
     --no-perf) perf=(--no-perf); shift ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -74,7 +77,8 @@ for m in sorted(root.glob(f"exercises/{mod}/*/exercise.yaml")):
 PY
 )
 
-ranks_for() { # the --ranks a target runs with in one-GPU mode
+ranks_for() { # the --ranks a target runs with
+  [ -z "$ranks" ] || { echo "$ranks"; return 0; }
   [ $one_gpu = 1 ] || return 0
   case $1 in
     module5/ipc-vmm) echo 2 ;;

@@ -1,0 +1,26 @@
+/*
+ * driver.cu: module6/one-shot (course-owned).
+ *
+ * The learner's one_shot_all_reduce against ncclAllReduce. Everything but the two small functions
+ * below lives in ../shared/allreduce_bench.cuh (shared with module6/two-shot): symmetric buffers,
+ * teams, epochs, the classified comparison, the rank that is slowed down on purpose, and the
+ * timing. One-shot is for small messages: the cases stop at 4 MiB.
+ */
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "mgpu.h"
+#include "one_shot.h"
+
+#define AR_FN "one_shot_all_reduce"
+
+static void learner_call(const ar_view *v, float *out, long long n, unsigned int epoch, cudaStream_t stream) {
+  one_shot_all_reduce(v, out, n, epoch, stream);
+}
+
+/* Many epochs where they are cheap; 12 (4 slowed-down members' turns) for the large cases. */
+static int epochs_for(long long n) { return n <= 65536 ? 24 : 12; }
+
+#include "allreduce_bench.cuh"
+
+int main(int argc, char **argv) { return ar_main(argc, argv); }
