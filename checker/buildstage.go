@@ -82,7 +82,13 @@ func sanitize(s string) string {
 	}, s)
 }
 
-// pruneRuns keeps the newest KeepRuns check directories (by name, which starts with the time).
+// runsMinAge: a check directory younger than this may belong to a check still running in
+// another process (a course author's parallel builds, a TUI beside a CLI check), so pruning
+// leaves it alone even beyond KeepRuns.
+const runsMinAge = time.Hour
+
+// pruneRuns keeps the newest KeepRuns check directories (by name, which starts with the time),
+// and every directory younger than runsMinAge.
 func (c *Checker) pruneRuns(runs, keep string) {
 	n := c.KeepRuns
 	if n <= 0 {
@@ -99,11 +105,18 @@ func (c *Checker) pruneRuns(runs, keep string) {
 		}
 	}
 	sort.Strings(dirs)
+	now := time.Now()
 	for len(dirs) > n {
-		if p := filepath.Join(runs, dirs[0]); p != keep {
+		name := dirs[0]
+		dirs = dirs[1:]
+		if len(name) >= 15 {
+			if at, err := time.ParseInLocation("20060102-150405", name[:15], time.Local); err == nil && now.Sub(at) < runsMinAge {
+				break // sorted by time: every later one is younger still
+			}
+		}
+		if p := filepath.Join(runs, name); p != keep {
 			os.RemoveAll(p)
 		}
-		dirs = dirs[1:]
 	}
 }
 

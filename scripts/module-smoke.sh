@@ -12,22 +12,25 @@
 #             processes on one GPU); variants that need more ranks are skipped. Performance
 #             verdicts then mean little (a GPU copying to itself).
 # --ranks N   every check with N ranks (with --one-gpu: N processes sharing the GPU)
+# --jobs N    build every target first, N builds at a time (a fresh machine's cache is empty;
+#             the checks then only run)
 # Writes every JSON report to OUT (default: a temporary folder, printed at the end) and exits
 # non-zero when any row is not as expected. `mgpu-learn course verify module5` checks the
 # same expectations; this script shows them side by side with the stage and the headline.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${MGPU_LEARN_BIN:-$root/bin/mgpu-learn}
-one_gpu=0 perf=() only="" out="" mod=module5-uva ranks=""
+one_gpu=0 perf=() only="" out="" mod=module5-uva ranks="" jobs=0
 while [ $# -gt 0 ]; do
   case $1 in
     --module) mod=${2%/}; shift 2 ;;
     --one-gpu) one_gpu=1; shift ;;
     --ranks) ranks=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
     --no-perf) perf=(--no-perf); shift ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -85,6 +88,19 @@ ranks_for() { # the --ranks a target runs with
     *) echo 1 ;;
   esac
 }
+
+if [ "$jobs" -gt 0 ]; then
+  start=$SECONDS
+  while IFS='|' read -r ex what name _; do
+    [ -n "$ex" ] || continue
+    case $what in
+      solution) echo "$ex --solution" ;;
+      variant) echo "$ex --variant $name" ;;
+      *) echo "$ex" ;;
+    esac
+  done <<<"$plan" | (cd "$ws" && xargs -P "$jobs" -L 1 "$bin" "${course[@]}" build >/dev/null 2>&1)
+  echo "built every target in $((SECONDS - start)) s ($jobs at a time)" >&2
+fi
 
 rows=() bad=0 n=0 skipped=0
 while IFS='|' read -r ex what name expect min_ranks words; do

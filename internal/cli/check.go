@@ -139,10 +139,11 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 
 	var reports []*checker.Report
 	for _, e := range exs {
-		t, err := a.target(e, ws, o, ck.WorkDir)
+		t, cleanup, err := a.target(e, ws, o, ck.WorkDir)
 		if err != nil {
 			return err
 		}
+		defer cleanup()
 		if !o.JSON {
 			fmt.Fprintf(a.Err, "%s %s (%s)...\n", map[bool]string{true: "Building", false: "Checking"}[buildOnly], e.ID, t.Label)
 		}
@@ -194,35 +195,56 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 }
 
 // target says which files a check uses: the learner's (workspace), the solution or a variant.
-func (a *App) target(e *course.Exercise, ws *workspace.Workspace, o checkOptions, workDir string) (checker.Target, error) {
-	switch {
-	case o.Variant != "":
-		if e.Variant(o.Variant) == nil {
+// The course's files are written into a directory of this invocation only (two checks of
+// different variants at once, in two processes, must never read each other's files); cleanup
+// removes it.
+func (a *App) target(e *course.Exercise, ws *workspace.Workspace, o checkOptions, workDir string) (checker.Target, func(), error) {
+	none := func() {}
+	if o.Variant != "" || o.Solution {
+		if o.Variant != "" && e.Variant(o.Variant) == nil {
 			var names []string
 			for _, v := range e.Variants {
 				names = append(names, v.Name)
 			}
-			return checker.Target{}, usageErrorf("%s has no variant %q (it has: %s)", e.ID, o.Variant, strings.Join(names, ", "))
+			return checker.Target{}, none, usageErrorf("%s has no variant %q (it has: %s)", e.ID, o.Variant, strings.Join(names, ", "))
 		}
-		t, err := checker.VariantTarget(e, o.Variant, filepath.Join(workDir, "variants"))
+		label := "solution"
+		if o.Variant != "" {
+			label = "variant-" + o.Variant
+		}
+		dir, err := targetDir(workDir, e.ID, label)
 		if err != nil {
-			return t, runnerErrorf("%v", err)
+			return checker.Target{}, none, runnerErrorf("%v", err)
 		}
-		return t, nil
-	case o.Solution:
-		t, err := checker.SolutionTarget(e, filepath.Join(workDir, "solutions"))
+		cleanup := func() { os.RemoveAll(dir) }
+		var t checker.Target
+		if o.Variant != "" {
+			t, err = checker.VariantTarget(e, o.Variant, dir)
+		} else {
+			t, err = checker.SolutionTarget(e, dir)
+		}
 		if err != nil {
-			return t, runnerErrorf("%v", err)
+			cleanup()
+			return t, none, runnerErrorf("%v", err)
 		}
-		return t, nil
+		return t, cleanup, nil
 	}
 	files := ws.Files(e)
 	for _, p := range files {
 		if _, err := os.Stat(p); err != nil {
-			return checker.Target{}, usageErrorf("%s: your file %s is missing (restore the starter with 'mgpu-learn reset %s', or run 'mgpu-learn init' again)", e.ID, p, e.ID)
+			return checker.Target{}, none, usageErrorf("%s: your file %s is missing (restore the starter with 'mgpu-learn reset %s', or run 'mgpu-learn init' again)", e.ID, p, e.ID)
 		}
 	}
-	return checker.Target{Exercise: e, Files: files, Label: "yours"}, nil
+	return checker.Target{Exercise: e, Files: files, Label: "yours"}, none, nil
+}
+
+// targetDir makes a fresh directory for one check of the course's files of exercise id.
+func targetDir(workDir, id, label string) (string, error) {
+	root := filepath.Join(workDir, "targets")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(root, strings.ReplaceAll(id, "/", "-")+"-"+strings.ReplaceAll(label, ":", "-")+"-")
 }
 
 // torchrun is the path of the torchrun program that doctor found, for --torchrun.

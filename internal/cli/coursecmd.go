@@ -205,11 +205,17 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 				break
 			}
 			t0 := time.Now()
-			t, err := j.mk(filepath.Join(ck.WorkDir, "verify", strings.ReplaceAll(e.ID, "/", "-"), strings.ReplaceAll(j.label, ":", "-")))
+			dir, err := targetDir(ck.WorkDir, e.ID, j.label)
 			if err != nil {
 				return runnerErrorf("%s %s: %v", e.ID, j.label, err)
 			}
+			t, err := j.mk(dir)
+			if err != nil {
+				os.RemoveAll(dir)
+				return runnerErrorf("%s %s: %v", e.ID, j.label, err)
+			}
 			r := ck.Check(ctx, t)
+			os.RemoveAll(dir)
 			run := verifyRun{Exercise: e.ID, Target: j.label, Expect: j.expect, Verdict: r.Verdict, Stage: r.Stage,
 				Headline: r.Headline, WallS: time.Since(t0).Seconds(), Report: r, Figures: figures(r)}
 			run.OK, run.Problem = judge(r, j.expect, j.words, j.hangs)
