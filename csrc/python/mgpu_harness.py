@@ -924,7 +924,25 @@ class Harness:
         self.real("torch.distributed.all_reduce")(t, op=dist.ReduceOp.MAX)
         return t.tolist()
 
-    def _time_one(self, fn, iters, start_iter, policed, sync):
+    def _sleep_cycles_per_us(self):
+        """Cycles of torch.cuda._sleep per µs on this GPU, measured once."""
+        if getattr(self, "_cycles_per_us", None) is None:
+            torch.cuda.synchronize()
+            e0 = torch.cuda.Event(enable_timing=True)
+            e1 = torch.cuda.Event(enable_timing=True)
+            e0.record()
+            torch.cuda._sleep(2_000_000)
+            e1.record()
+            e1.synchronize()
+            self._cycles_per_us = 2_000_000 / max(e0.elapsed_time(e1) * 1e3, 1.0)
+        return self._cycles_per_us
+
+    def _time_one(self, fn, iters, start_iter, policed, sync, gate_us=0.0):
+        """One sample: (device µs per op, wall µs per op). With gate_us > 0 the stream first
+        sleeps that long and the calls are queued behind the sleep; the start event follows the
+        sleep, so the device time is that of the calls back to back, without the host's launch
+        cost (as under a CUDA graph). The device µs is then None when the host took longer to
+        queue the calls than the gate lasted (the GPU may have waited for it)."""
         scope = self.forbid() if policed else contextlib.nullcontext()
         with scope:
             self._sync()
@@ -932,15 +950,20 @@ class Harness:
                 e0 = torch.cuda.Event(enable_timing=True)
                 e1 = torch.cuda.Event(enable_timing=True)
                 w0 = time.perf_counter()
+                if gate_us > 0:
+                    torch.cuda._sleep(int(gate_us * self._sleep_cycles_per_us()))
                 e0.record()
                 for k in range(iters):
                     fn(start_iter + k)
+                queued = time.perf_counter() - w0
                 if sync is not None:
                     sync()
                 e1.record()
                 torch.cuda.synchronize()
                 wall = time.perf_counter() - w0
                 dev = e0.elapsed_time(e1) / 1e3
+                if gate_us > 0 and queued * 1e6 > 0.8 * gate_us:
+                    return None, wall * 1e6 / iters
             else:
                 w0 = time.perf_counter()
                 for k in range(iters):
@@ -952,7 +975,7 @@ class Harness:
         return dev * 1e6 / iters, wall * 1e6 / iters
 
     def time_pair(self, case, bytes, factor, metric, yours, baseline, iters=None, warmup=3,
-                  sync=None, scale_baseline=1.0):
+                  sync=None, scale_baseline=1.0, gated=False):
         """Times yours(i) and baseline(i) alternately (ABBA order, so neither always goes first).
 
         Each sample: every rank meets at a barrier, the device is synchronized, then `iters`
@@ -960,20 +983,42 @@ class Harness:
         with the host clock up to torch.cuda.synchronize() (wall µs per op). yours runs inside
         forbid(). `sync`, when given, runs after the calls of a sample, inside the timed
         region (e.g. waits on outstanding work). scale_baseline multiplies the baseline's
-        samples (e.g. 1/N to compare with perfect N-way scaling). Writes two timing records;
-        returns (yours_us, baseline_us) lists, or None when timing is off."""
+        samples (e.g. 1/N to compare with perfect N-way scaling). gated=True (GPU only) times
+        the device's work without the host's launch cost: each sample's calls are queued behind
+        a sleep of the stream long enough for the host to queue them all (_time_one), grown and
+        retried when it was not. Writes two timing records; returns (yours_us, baseline_us)
+        lists, or None when timing is off."""
         if not self.timing:
             return None
+        gate = {"yours": 0.0, "baseline": 0.0}
+
+        def sample(who, fn, n, start):
+            if not (gated and self.on_gpu):
+                return self._time_one(fn, n, start, who == "yours", sync)
+            for _ in range(6):
+                g = gate[who] or 200.0 + 2 * wall_guess[who] * n
+                us, wall = self._time_one(fn, n, start, who == "yours", sync, g)
+                # Every rank repeats the sample or none does: the calls may be collective.
+                if self._agree_max(1.0 if us is None else 0.0) == 0:
+                    gate[who] = g
+                    return us, wall
+                gate[who] = 2 * g
+            self.fail("harness", "time_pair", f"case {case}: the host could not queue {n} calls "
+                      f"of {who} within a {gate[who]:.0f} us gate; timing gave up")
+
+        wall_guess = {"yours": 50.0, "baseline": 50.0}
         it = 0
         for _ in range(warmup):
             with self.forbid():
                 yours(it)
             baseline(it)
             it += 1
-        if iters is None:
-            ty, _ = self._time_one(yours, 1, it, True, sync)
-            tb, _ = self._time_one(baseline, 1, it + 1, False, sync)
+        if iters is None or gated:
+            ty, wy = self._time_one(yours, 1, it, True, sync)
+            tb, wb = self._time_one(baseline, 1, it + 1, False, sync)
             it += 2
+            wall_guess = {"yours": wy, "baseline": wb}
+        if iters is None:
             iters = int(min(1000, max(1, math.ceil(1000.0 / max(min(ty, tb), 1e-3)))))
         iters = int(self._agree_max(iters))
         samples = {"yours": ([], []), "baseline": ([], [])}
@@ -983,7 +1028,7 @@ class Harness:
             order = ("yours", "baseline") if rep % 2 == 0 else ("baseline", "yours")
             for who in order:
                 fn = yours if who == "yours" else baseline
-                us, wall = self._time_one(fn, iters, it, who == "yours", sync)
+                us, wall = sample(who, fn, iters, it)
                 it += iters
                 if who == "baseline":
                     us, wall = us * scale_baseline, wall * scale_baseline
