@@ -361,10 +361,11 @@ func TestWarmZygoteDeath(t *testing.T) {
 	assertClean(t, lres, tok)
 }
 
-// waitFor polls cond for up to 20 s; why (optional) says what was seen last when it fails.
+// waitFor polls cond for up to 60 s (a zygote's start on a loaded CI machine); why (optional)
+// says what was seen last when it fails.
 func waitFor(t *testing.T, cond func() bool, why ...func() string) {
 	t.Helper()
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return
 		}
@@ -372,7 +373,7 @@ func waitFor(t *testing.T, cond func() bool, why ...func() string) {
 	for _, w := range why {
 		t.Log(w())
 	}
-	t.Fatal("condition not met in 20s")
+	t.Fatal("condition not met in 60s")
 }
 
 // A zygote is replaced after MaxForks ranks, when the environment changes, and never used
