@@ -14,23 +14,25 @@
 # --ranks N   every check with N ranks (with --one-gpu: N processes sharing the GPU)
 # --jobs N    build every target first, N builds at a time (a fresh machine's cache is empty;
 #             the checks then only run)
+# --build-only  stop after that (with --jobs): fills the build cache for `course verify`
 # Writes every JSON report to OUT (default: a temporary folder, printed at the end) and exits
 # non-zero when any row is not as expected. `mgpu-learn course verify module5` checks the
 # same expectations; this script shows them side by side with the stage and the headline.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${MGPU_LEARN_BIN:-$root/bin/mgpu-learn}
-one_gpu=0 perf=() only="" out="" mod=module5-uva ranks="" jobs=0
+one_gpu=0 perf=() only="" out="" mod=module5-uva ranks="" jobs=0 build_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --module) mod=${2%/}; shift 2 ;;
     --one-gpu) one_gpu=1; shift ;;
     --ranks) ranks=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --build-only) build_only=1; shift ;;
     --no-perf) perf=(--no-perf); shift ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -100,6 +102,11 @@ if [ "$jobs" -gt 0 ]; then
     esac
   done <<<"$plan" | (cd "$ws" && xargs -P "$jobs" -L 1 "$bin" "${course[@]}" build >/dev/null 2>&1)
   echo "built every target in $((SECONDS - start)) s ($jobs at a time)" >&2
+fi
+if [ $build_only = 1 ]; then
+  [ "$jobs" -gt 0 ] || { echo "--build-only needs --jobs N" >&2; exit 2; }
+  rm -rf "$ws"
+  exit 0
 fi
 
 rows=() bad=0 n=0 skipped=0
