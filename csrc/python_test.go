@@ -38,6 +38,8 @@ elif what == "subclass":
     h.check_equal("a", ev.sneaky(torch.zeros(4)), torch.zeros(4))
 elif what == "honest":
     h.check_equal("a", torch.zeros(4), torch.zeros(4))
+elif what == "inf":
+    h.check_equal("a", torch.tensor([float("inf"), float("-inf"), 0.0, 0.0]), torch.zeros(4))
 sys.exit(h.finish())
 `
 
@@ -74,6 +76,8 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"record", "error", "learner code asked the harness to write a 'note' record", 1},
 		{"rebind", "error", "torch.isnan was replaced", 1},
 		{"subclass", "done", "not a torch.Tensor", 0},
+		// Infinities in a result are reported as mismatches (they once crashed the formatting).
+		{"inf", "done", `"got":"-inf"`, 0},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)

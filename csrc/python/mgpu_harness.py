@@ -222,7 +222,9 @@ def _fmt(v):
     if isinstance(v, float):
         if math.isnan(v):
             return "nan"
-        if v == int(v) and abs(v) < 1e15:
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if abs(v) < 1e15 and v == int(v):
             return str(int(v))
         return repr(v)
     return str(v)
