@@ -55,6 +55,7 @@ fi
 if [ -n "${MGPU_LEARN_PYTHON:-}" ]; then
   step "module1 on CPU, 2 ranks" "$bin" course verify module1 --ranks 2
   step "module1 on CPU, 4 ranks" "$bin" course verify module1 --ranks 4
+  step "module7 on CPU, 2 and 4 ranks" sh -c '"$0" course verify module7 --ranks 2 && "$0" course verify module7 --ranks 4' "$bin"
 fi
 # ---- Slurm (issue #18; scripts/slurm-loopback.sh, docs/slurm.md) --------------------------------
 # A real single-node Slurm on the loopback: the srun launcher inside allocations and steps, and

@@ -1,0 +1,122 @@
+"""Driver of module7/chunked-overlap (course-owned; the learner edits overlap.py).
+
+overlapped(a_shard, b_shard): every rank holds m rows of the activations A (world*m x K), rank
+r rows [r*m, (r+1)*m), and its own K x n column shard of the weight; it must return
+A @ b_shard (world*m x n) while overlapping the gather with the GEMM: chunks travel around a
+ring (or any schedule the learner likes) and each chunk's GEMM runs as soon as it arrived. A
+case's n is m; K = 2n + 1 and the shard has n + 3 columns.
+
+Correctness is exact, as in module7/unfused: h.exact integers in [-64, 64] in float32, so
+every dot product is exact (K <= 4096), compared element by element on every rank with the
+float64 product. On every iteration the ranks other than 0 call overlapped DELAY_S late, so
+rank 0's transfers cannot have finished when its host reaches the next GEMM: a GEMM that
+does not wait for its chunk (handle.wait(), which on a GPU is the compute stream waiting on
+the transfer's event) reads a buffer that does not hold the chunk yet, and the rows of that
+chunk are wrong. Wrong row blocks are diagnosed: a block that holds another rank's rows is a
+chunk-order mistake (the chunk held at step k of a ring comes from rank (r - k) mod world,
+which is (r + k) only on 2 ranks), any other wrong block is a chunk used before it arrived.
+Before the cases, the driver makes one ring exchange itself, so that NCCL's point-to-point
+connections exist and the learner's sends and receives do not block the host.
+
+Performance (GPU, bfloat16, M = K = 8192, N = the perf case's n, each rank N/world columns):
+time against the unfused form written by the course (all_gather_into_tensor, then one
+matmul). A hidden full gather before the GEMMs passes correctness and fails here.
+"""
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import mgpu_harness
+
+ITERS = 2
+DELAY_S = 0.3
+PERF_M = 8192
+PERF_K = 8192
+
+
+def dims(n):
+    return n, 2 * n + 1, n + 3  # m, K, columns of this rank's shard
+
+
+h = mgpu_harness.init(default_cases={"small": 8, "odd": 5})
+learner = h.import_learner("overlap")
+h.init_process_group()
+torch.backends.cuda.matmul.allow_tf32 = False
+W, R = h.world, h.rank
+
+if W > 1:  # warm up the point-to-point path (NCCL connects lazily, blocking the host)
+    t = torch.zeros(4, device=h.device)
+    u = torch.empty_like(t)
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, t, (R + 1) % W),
+                                     dist.P2POp(dist.irecv, u, (R - 1) % W)]):
+        q.wait()
+    if h.on_gpu:
+        torch.cuda.synchronize()
+
+for name, n in h.cases.items():
+    m, K, cols = dims(n)
+    result = None
+    problems = []
+    for it in range(ITERS):
+        a = h.exact((m, K), iter=it, salt=1)
+        b = h.exact((K, cols), iter=it, salt=2)  # this rank's own shard
+        blocks = [h.exact((m, K), rank=s, iter=it, salt=1, dtype=torch.float64)
+                  @ b.to(torch.float64) for s in range(W)]
+        want = torch.cat(blocks)
+        a_in, b_in = a.clone(), b.clone()
+        if h.on_gpu:
+            torch.cuda.synchronize()
+        dist.barrier()
+        if R != 0:
+            time.sleep(DELAY_S)  # rank 0 runs ahead: its chunks arrive late
+        with h.forbid():
+            y = learner.overlapped(a_in, b_in)
+        r = h.compare(y, want)
+        if result is None or (result.ok() and not r.ok()):
+            result = r
+        if r.ok() or problems or not isinstance(y, torch.Tensor) \
+                or tuple(y.shape) != tuple(want.shape):
+            continue
+        got = y.detach().to(torch.float64)
+        wrong = [s for s in range(W) if not torch.equal(got[s * m:(s + 1) * m], blocks[s])]
+        moved = [s for s in wrong
+                 if any(torch.equal(got[s * m:(s + 1) * m], blocks[t]) for t in range(W))]
+        if moved:
+            problems.append(f"iteration {it}: the rows of rank {moved[0]} hold another rank's "
+                            "chunk times b_shard: wrong chunk order (on a ring, the chunk held "
+                            "at step k came from rank (rank - k) mod world; (rank + k) is the "
+                            "same rank only on 2 ranks)")
+        else:
+            problems.append(f"iteration {it}: the rows of rank(s) {wrong} are wrong while "
+                            "the other ranks were late: was a chunk multiplied before its "
+                            "receive finished? Wait on the transfer's handles (on a GPU: the "
+                            "compute stream waits on its event) before the GEMM uses the "
+                            "chunk, and write every chunk's rows")
+    if problems:
+        result.bad = max(result.bad, 1)
+        result.msg_parts += problems
+    h.record(name, result)
+
+if h.timing:
+    all_gather = h.real("torch.distributed.all_gather_into_tensor")
+    for name, n in h.perf_cases.items():
+        m, K, cols = PERF_M // W, PERF_K, n // W
+        a = torch.randint(-4, 5, (m, K), device=h.device).to(torch.bfloat16)
+        b = torch.randint(-4, 5, (K, cols), device=h.device).to(torch.bfloat16)
+        buf = torch.empty(W * m, K, dtype=a.dtype, device=h.device)
+
+        def yours(i):
+            learner.overlapped(a, b)
+
+        def baseline(i):
+            all_gather(buf, a)
+            buf @ b
+
+        h.time_pair(name, bytes=W * m * K * a.element_size(), factor=(W - 1) / W,
+                    metric="time", yours=yours, baseline=baseline)
+else:
+    h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
+
+sys.exit(h.finish())
