@@ -1,10 +1,10 @@
 /*
  * driver.cu: module5/flag-barrier (course-owned).
  *
- * One process per GPU (launcher "local"). Symmetric memory by hand: every rank creates an
- * inbox (kInboxFloats floats) and a flag array with the VMM API (mgpu_cu_api), exports both as
- * POSIX file descriptors, and the harness passes them to every other rank (mgpu_share_fds);
- * every rank maps every rank's inbox and flags with read/write access for its own GPU.
+ * One process per GPU (launcher "local"). Symmetric memory, the mechanism of module5/ipc-vmm
+ * as the harness provides it to drivers (mgpu_symm_alloc: VMM allocations exported as file
+ * descriptors and mapped by every rank): every rank's inbox (kInboxFloats floats) and flag
+ * array, addressable from every GPU.
  *
  * Each case (n = floats of the tile) runs E epochs, E = min(64, kInboxFloats / n). Epoch e of
  * the whole run (epochs count on across cases, so the counters never need resetting) uses a
@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "flags.h"
 
@@ -73,69 +72,10 @@ static void expect_no_pending_error(const char *fn) {
   }
 }
 
-/* ---- symmetric memory, by hand (VMM + descriptors through the harness) ------------------ */
-
-typedef struct region {
-  CUmemGenericAllocationHandle h;
-  CUdeviceptr ptr;
-  size_t size;
-} region;
-
-static CUmemAllocationProp prop_for(int device) {
-  CUmemAllocationProp p;
-  memset(&p, 0, sizeof p);
-  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  p.location.id = device;
-  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  return p;
-}
-
-static size_t granule(const mgpu_cu *cu, int device) {
-  CUmemAllocationProp p = prop_for(device);
-  size_t g = 0;
-  MGPU_CU(cu->MemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  return g;
-}
-
-static void map_rw(const mgpu_cu *cu, region *r, int device) {
-  CUmemAccessDesc a;
-  MGPU_CU(cu->MemAddressReserve(&r->ptr, r->size, 0, 0, 0));
-  MGPU_CU(cu->MemMap(r->ptr, r->size, 0, r->h, 0));
-  memset(&a, 0, sizeof a);
-  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  a.location.id = device;
-  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  MGPU_CU(cu->MemSetAccess(r->ptr, r->size, &a, 1));
-}
-
-static int create_exported(const mgpu_cu *cu, size_t bytes, int device, region *r) {
-  CUmemAllocationProp p = prop_for(device);
-  const size_t g = granule(cu, device);
-  int fd = -1;
-  r->size = (bytes + g - 1) / g * g;
-  MGPU_CU(cu->MemCreate(&r->h, r->size, &p, 0));
-  map_rw(cu, r, device);
-  MGPU_CU(cu->MemExportToShareableHandle(&fd, r->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  return fd;
-}
-
-static void import_fd(const mgpu_cu *cu, int fd, size_t size, int device, region *r) {
-  r->size = size;
-  MGPU_CU(cu->MemImportFromShareableHandle(&r->h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-  map_rw(cu, r, device);
-}
-
-static void release(const mgpu_cu *cu, region *r) {
-  MGPU_CU(cu->MemUnmap(r->ptr, r->size));
-  MGPU_CU(cu->MemAddressFree(r->ptr, r->size));
-  MGPU_CU(cu->MemRelease(r->h));
-}
-
 /* ---- the cases ------------------------------------------------------------------------------ */
 
 typedef struct world_maps {
-  region inbox[SYMM_MAX_RANKS], flags[SYMM_MAX_RANKS];
+  mgpu_symm inbox, flags; /* inbox.ptr[p], flags.ptr[p]: rank p's, as this process addresses it */
 } world_maps;
 
 static void run_case(mgpu_ctx *ctx, const world_maps *m, const mgpu_case *c, unsigned int *epoch, int grid,
@@ -147,7 +87,7 @@ static void run_case(mgpu_ctx *ctx, const world_maps *m, const mgpu_case *c, uns
   if (epochs < 1) mgpu_fail("driver", "cases", __FILE__, __LINE__, 0, "a tile larger than the inbox");
 
   /* Fresh poison in this rank's inbox; everyone's is poisoned before anyone writes. */
-  MGPU_CUDA(cudaMemsetAsync((void *)(uintptr_t)m->inbox[ctx->rank].ptr, 0xFF, (size_t)(epochs * n) * sizeof(float), stream));
+  MGPU_CUDA(cudaMemsetAsync(m->inbox.ptr[ctx->rank], 0xFF, (size_t)(epochs * n) * sizeof(float), stream));
   MGPU_CUDA(cudaStreamSynchronize(stream));
   mgpu_barrier(ctx, "poisoned");
 
@@ -168,8 +108,8 @@ static void run_case(mgpu_ctx *ctx, const world_maps *m, const mgpu_case *c, uns
     v.rank = ctx->rank;
     v.world = ctx->world;
     for (int p = 0; p < ctx->world; p++) {
-      v.inbox[p] = (float *)(uintptr_t)m->inbox[p].ptr + k * n;
-      v.flags[p] = (unsigned int *)(uintptr_t)m->flags[p].ptr;
+      v.inbox[p] = (float *)m->inbox.ptr[p] + k * n;
+      v.flags[p] = (unsigned int *)m->flags.ptr[p];
     }
     mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, ctx->rank, (int)e, stream);
     mgpu_fill_exact_f32((float *)want.ptr, n, ctx->seed, prev, (int)e, stream);
@@ -248,32 +188,13 @@ int main(int argc, char **argv) {
   mgpu_init(&ctx, argc, argv);
   if (ctx.world > SYMM_MAX_RANKS)
     mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "module5/flag-barrier runs with at most 8 ranks");
-  const mgpu_cu *cu = mgpu_cu_api();
   cudaStream_t stream;
   MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  /* Map every rank's inbox and flags here. */
+  /* Every rank's inbox and flags, mapped here; the flags start at 0 (mgpu_symm_alloc zeroes). */
   world_maps m;
-  memset(&m, 0, sizeof m);
-  int mine_fds[2];
-  mine_fds[0] = create_exported(cu, sizeof(float) * (size_t)kInboxFloats, ctx.device, &m.inbox[ctx.rank]);
-  mine_fds[1] = create_exported(cu, sizeof(unsigned int) * SYMM_MAX_RANKS, ctx.device, &m.flags[ctx.rank]);
-  MGPU_CUDA(cudaMemset((void *)(uintptr_t)m.flags[ctx.rank].ptr, 0, m.flags[ctx.rank].size));
-  MGPU_CUDA(cudaDeviceSynchronize());
-  int *fds = (int *)calloc((size_t)ctx.world * 2, sizeof(int));
-  if (!fds) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
-  mgpu_share_fds(&ctx, "symm", mine_fds, 2, fds);
-  for (int p = 0; p < ctx.world; p++) {
-    if (p != ctx.rank) {
-      import_fd(cu, fds[2 * p], m.inbox[ctx.rank].size, ctx.device, &m.inbox[p]);
-      import_fd(cu, fds[2 * p + 1], m.flags[ctx.rank].size, ctx.device, &m.flags[p]);
-    }
-    close(fds[2 * p]);
-    close(fds[2 * p + 1]);
-  }
-  close(mine_fds[0]);
-  close(mine_fds[1]);
-  free(fds);
+  mgpu_symm_alloc(&ctx, "inbox", sizeof(float) * (size_t)kInboxFloats, &m.inbox);
+  mgpu_symm_alloc(&ctx, "flags", sizeof(unsigned int) * SYMM_MAX_RANKS, &m.flags);
 
   /* The same co-resident grid on every rank: the smallest of everyone's. */
   int sms = 0, per_sm = 0;
@@ -293,16 +214,8 @@ int main(int argc, char **argv) {
   unsigned int epoch = 0;
   for (int k = 0; k < ctx.ncases; k++) run_case(&ctx, &m, &ctx.cases[k], &epoch, grid, stream);
 
-  MGPU_CUDA(cudaDeviceSynchronize());
-  mgpu_barrier(&ctx, "unmap");
-  for (int p = 0; p < ctx.world; p++) {
-    if (p == ctx.rank) continue;
-    release(cu, &m.inbox[p]);
-    release(cu, &m.flags[p]);
-  }
-  mgpu_barrier(&ctx, "release");
-  release(cu, &m.inbox[ctx.rank]);
-  release(cu, &m.flags[ctx.rank]);
+  mgpu_symm_free(&ctx, &m.inbox);
+  mgpu_symm_free(&ctx, &m.flags);
   MGPU_CUDA(cudaStreamDestroy(stream));
   return mgpu_finish(&ctx);
 }
