@@ -1,0 +1,945 @@
+/*
+ * driver.cu: module6/fused-norm (course-owned).
+ *
+ * The learner's fused_allreduce_rmsnorm (all-reduce + residual add + RMSNorm in one kernel)
+ * against ncclAllReduce followed by this driver's residual + RMSNorm kernel on the same stream.
+ *
+ * What comes from ../shared/allreduce_bench.cuh (the driver of one-shot and two-shot): the
+ * symmetric buffers and their layout, the teams ("all", "solo", "reversed", "split") and the
+ * views, the sessions (flags zeroed, inputs holding marker(0)), the two ways of shifting the
+ * ranks against each other (a 100 us delay before one member's fill; a kernel holding all SMs
+ * but one of one member), the hang and fault reports, the exact values and markers, and the
+ * classification and explanation of a wrong all-reduce. Its own loops (ar_run_epochs,
+ * ar_run_perf, ar_main) are not used here: they check a plain all-reduce through learner_call,
+ * which this driver defines only so that the header compiles.
+ *
+ * Cases: n = rows * 1000000 + hidden (the manifest's comment). Per epoch e of a session, on
+ * `stream`, every member:
+ *     fill the residual R (rows x hidden) and gamma (hidden) with exact values of this epoch,
+ *         the same on every member
+ *     [delay]  fill own input x with exact values of (seed, rank, iteration)
+ *     poison residual_out and out                                 [hog + gate]
+ *     the learner's call (epoch e, eps(e))
+ *     fill own input with marker(e)
+ *     compare, every element: residual_out bit for bit with sum(x) + R (integers: exact in any
+ *         order); out with s * (mean(s^2) + eps)^-1/2 * gamma computed in double, within
+ *         kRtol * |want| + kAtol (the harness compares with an absolute tolerance only, so the
+ *         relative one lives here)
+ * eps(e) is 64, 256, 1024 or 4096, the size of mean(s^2) itself (s is a sum of integers in
+ * [-64, 64]), so that where eps goes shows. gamma is in [0.25, 1.25], in steps of 1/128.
+ *
+ * A wrong residual_out is explained like a wrong one-shot all-reduce (which member's input was
+ * read too early, too late, left out...), with "out" renamed "residual_out". A wrong out with a
+ * right residual_out is matched on the host against the usual mistakes: eps outside the root,
+ * no eps, no gamma, the statistic of this member's own part or of the sum without the residual,
+ * the sum of squares instead of the mean.
+ */
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "mgpu.h"
+#include "fused_norm.h"
+
+#define AR_FN "fused_allreduce_rmsnorm"
+
+/* allreduce_bench.cuh's plain all-reduce loops call these; this driver never runs them. */
+static void learner_call(const ar_view *v, float *out, long long n, unsigned int epoch, cudaStream_t stream) {
+  (void)v;
+  (void)out;
+  (void)n;
+  (void)epoch;
+  (void)stream;
+  mgpu_fail("driver", "learner_call", __FILE__, __LINE__, 0, "module6/fused-norm has no plain all-reduce (a course bug)");
+}
+
+/* Epochs per correctness case of n = rows * hidden floats per member. */
+static int epochs_for(long long n) { return n <= 65536 ? 24 : 12; }
+
+#include "allreduce_bench.cuh"
+
+static const long long kShape = 1000000; /* n = rows * kShape + hidden */
+static const int kResidualId = 0x5245;   /* the "rank" of the residual's and gamma's exact values */
+static const int kGammaId = 0x4741;
+static const double kRtol = 5e-4, kAtol = 1e-6; /* out's tolerance: relative, plus absolute near 0 */
+enum { kCmpThreads = 256, kCmpBlocks = 1024, kNormMaxThreads = 1024, kYKept = 4 };
+
+typedef struct fn_shape {
+  int rows, hidden;
+  long long n; /* rows * hidden */
+} fn_shape;
+
+static fn_shape fn_decode(const mgpu_case *c) {
+  fn_shape sh;
+  sh.rows = (int)(c->n / kShape);
+  sh.hidden = (int)(c->n % kShape);
+  sh.n = (long long)sh.rows * sh.hidden;
+  if (c->n <= 0 || sh.rows < 1 || sh.hidden < 1 || c->n / kShape > 1000000) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "case %s: n = %lld is not rows * 1000000 + hidden with rows >= 1 and 1 <= hidden < 1000000",
+             c->name, c->n);
+    mgpu_fail("driver", "cases", __FILE__, __LINE__, 0, msg);
+  }
+  return sh;
+}
+
+static __host__ __device__ __forceinline__ float fn_eps(unsigned int e) { return 64.0f * (float)(1u << (2u * (e % 4u))); }
+
+static __host__ __device__ __forceinline__ float fn_gamma(uint64_t key, long long i) {
+  return (ar_exact(key, i) + 96.0f) / 128.0f;
+}
+
+static __global__ void k_fill_gamma(float *g, int hidden, uint64_t key) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hidden; i += gridDim.x * blockDim.x) g[i] = fn_gamma(key, i);
+}
+
+/* ---- the baseline's residual + RMSNorm (after ncclAllReduce of x into xsum) ---------------- */
+
+static __device__ float fn_block_sum(float x, float *red) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+  if (lane == 0) red[warp] = x;
+  __syncthreads();
+  x = lane < nwarps ? red[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  __syncthreads();
+  return x;
+}
+
+/* A block per row: s = xsum + residual into residual_out and the sum of s^2, then out. */
+template <bool VEC>
+static __global__ void __launch_bounds__(kNormMaxThreads)
+    k_base_norm(const float *__restrict__ xsum, const float *__restrict__ residual, const float *__restrict__ gamma,
+                float eps, float *__restrict__ residual_out, float *__restrict__ out, int hidden) {
+  __shared__ float red[32];
+  const long long base = (long long)blockIdx.x * hidden;
+  float sq = 0.0f;
+  if (VEC) {
+    const float4 *x4 = reinterpret_cast<const float4 *>(xsum + base), *r4 = reinterpret_cast<const float4 *>(residual + base);
+    float4 *o4 = reinterpret_cast<float4 *>(residual_out + base);
+    for (int i = threadIdx.x; i < hidden / 4; i += blockDim.x) {
+      const float4 a = x4[i], b = r4[i];
+      const float4 s = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      o4[i] = s;
+      sq += s.x * s.x + s.y * s.y + s.z * s.z + s.w * s.w;
+    }
+  } else {
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+      const float s = xsum[base + i] + residual[base + i];
+      residual_out[base + i] = s;
+      sq += s * s;
+    }
+  }
+  const float scale = rsqrtf(fn_block_sum(sq, red) / (float)hidden + eps);
+  if (VEC) {
+    const float4 *s4 = reinterpret_cast<const float4 *>(residual_out + base), *g4 = reinterpret_cast<const float4 *>(gamma);
+    float4 *y4 = reinterpret_cast<float4 *>(out + base);
+    for (int i = threadIdx.x; i < hidden / 4; i += blockDim.x) {
+      const float4 s = s4[i], g = g4[i];
+      y4[i] = make_float4(s.x * scale * g.x, s.y * scale * g.y, s.z * scale * g.z, s.w * scale * g.w);
+    }
+  } else {
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[base + i] = residual_out[base + i] * scale * gamma[i];
+  }
+}
+
+static void fn_base_norm(const float *xsum, const float *residual, const float *gamma, float eps, float *residual_out,
+                         float *out, int rows, int hidden, cudaStream_t stream) {
+  const uintptr_t bits = (uintptr_t)xsum | (uintptr_t)residual | (uintptr_t)gamma | (uintptr_t)residual_out | (uintptr_t)out;
+  const bool vec = hidden % 4 == 0 && (bits & 15) == 0;
+  int threads = (hidden + (vec ? 15 : 3)) / (vec ? 16 : 4);
+  threads = (threads + 31) / 32 * 32;
+  if (threads < 32) threads = 32;
+  if (threads > kNormMaxThreads) threads = kNormMaxThreads;
+  if (vec)
+    k_base_norm<true><<<rows, threads, 0, stream>>>(xsum, residual, gamma, eps, residual_out, out, hidden);
+  else
+    k_base_norm<false><<<rows, threads, 0, stream>>>(xsum, residual, gamma, eps, residual_out, out, hidden);
+  MGPU_KERNEL();
+}
+
+/* ---- the comparison ------------------------------------------------------------------------- */
+
+enum { FN_NO_RESIDUAL = C_COUNT, FN_MULTI_RESIDUAL }; /* residual_out classes of this driver's own */
+
+typedef struct fn_ysample {
+  long long i;
+  unsigned int got;
+} fn_ysample;
+
+typedef struct fn_stats {
+  ar_stats res; /* residual_out, classified as the all-reduce of x (allreduce_bench.cuh) on got - R */
+  unsigned long long no_residual, multi_residual;
+  unsigned int res_raw[8]; /* res.sample[x]'s value as stored in residual_out */
+  unsigned long long y_bad, y_unwritten;
+  unsigned long long y_max_abs, y_max_rel; /* bits of non-negative doubles (ordered like the doubles) */
+  unsigned int y_nsample;
+  fn_ysample y_sample[8];
+} fn_stats;
+
+static __global__ void k_fn_stats_init(fn_stats *st, int count) {
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < count; j += gridDim.x * blockDim.x) {
+    memset(&st[j], 0, sizeof st[j]);
+    st[j].res.first = ~0ULL;
+    st[j].res.unw_min = ~0ULL;
+    st[j].res.scr_min = ~0ULL;
+  }
+}
+
+/* A block per row (rows beyond the grid in turn): the row's sum of s^2 in double (exact: integers),
+ * then every element of residual_out and out. Counts per block in shared memory. */
+static __global__ void __launch_bounds__(kCmpThreads)
+    k_fn_compare(const float *residual_out, const float *out, int rows, int hidden, ar_keys k, uint64_t rkey,
+                 uint64_t gkey, float eps, fn_stats *st) {
+  __shared__ unsigned long long s_cls[C_COUNT + 2], s_first, s_umin, s_umax, s_smin, s_smax, s_ybad, s_yunw;
+  __shared__ double s_red[kCmpThreads / 32];
+  if (threadIdx.x < C_COUNT + 2) s_cls[threadIdx.x] = 0;
+  if (threadIdx.x == 0) {
+    s_first = s_umin = s_smin = ~0ULL;
+    s_umax = s_smax = s_ybad = s_yunw = 0;
+  }
+  __syncthreads();
+  double my_abs = 0.0, my_rel = 0.0;
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const long long base = (long long)row * hidden;
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+      float s = ar_exact(rkey, base + i);
+      for (int m = 0; m < k.world; m++) s += ar_exact(k.cur[m], base + i);
+      acc += (double)s * (double)s;
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) s_red[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < kCmpThreads / 32; w++) total += s_red[w];
+    __syncthreads();
+    const double scale = 1.0 / sqrt(total / (double)hidden + (double)eps);
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+      const long long idx = base + i;
+      float xs = 0.0f;
+      for (int m = 0; m < k.world; m++) xs += ar_exact(k.cur[m], idx);
+      const float r = ar_exact(rkey, idx);
+      const float want = xs + r;
+      const float got = residual_out[idx];
+      if (!(got == want)) {
+        const unsigned int gb = ar_bits(got);
+        unsigned int sbits = gb;
+        int member = -1, cls;
+        if (gb == AR_OUT_POISON || gb == AR_SCRATCH_POISON || gb == AR_DECOY_NAN || got != got) {
+          cls = classify(got, want, idx, k, &member);
+        } else if (r != 0.0f && got == xs) {
+          cls = FN_NO_RESIDUAL;
+        } else if (r != 0.0f && k.world > 1 && got == xs + (float)k.world * r) {
+          cls = FN_MULTI_RESIDUAL;
+        } else {
+          const float g2 = got - r;
+          sbits = ar_bits(g2);
+          cls = classify(g2, xs, idx, k, &member);
+        }
+        atomicAdd(&s_cls[cls], 1ULL);
+        atomicMin(&s_first, (unsigned long long)idx);
+        if (cls == C_UNWRITTEN) {
+          atomicMin(&s_umin, (unsigned long long)idx);
+          atomicMax(&s_umax, (unsigned long long)idx);
+        } else if (cls == C_SCRATCH) {
+          atomicMin(&s_smin, (unsigned long long)idx);
+          atomicMax(&s_smax, (unsigned long long)idx);
+        }
+        if (*(volatile unsigned int *)&st->res.nsample < 8) {
+          const unsigned int x = atomicAdd(&st->res.nsample, 1u);
+          if (x < 8) {
+            st->res.sample[x].i = idx;
+            st->res.sample[x].got = sbits;
+            st->res.sample[x].cls = cls < C_COUNT ? cls : C_COUNT; /* never picked by ar_explain */
+            st->res.sample[x].member = member;
+            st->res_raw[x] = gb;
+          }
+        }
+      }
+      const double wy = (double)want * scale * (double)fn_gamma(gkey, i);
+      const float gy = out[idx];
+      const double err = fabs((double)gy - wy);
+      if (isfinite(err)) { /* over every compared element, right ones included */
+        my_abs = fmax(my_abs, err);
+        if (wy != 0.0) my_rel = fmax(my_rel, err / fabs(wy));
+      }
+      if (ar_bits(gy) == AR_OUT_POISON) {
+        atomicAdd(&s_yunw, 1ULL);
+      } else if (!(err <= kRtol * fabs(wy) + kAtol)) {
+        atomicAdd(&s_ybad, 1ULL);
+      } else {
+        continue;
+      }
+      if (*(volatile unsigned int *)&st->y_nsample < 8) {
+        const unsigned int x = atomicAdd(&st->y_nsample, 1u);
+        if (x < 8) {
+          st->y_sample[x].i = idx;
+          st->y_sample[x].got = ar_bits(gy);
+        }
+      }
+    }
+  }
+  if (my_abs > 0.0) atomicMax(&st->y_max_abs, (unsigned long long)__double_as_longlong(my_abs));
+  if (my_rel > 0.0) atomicMax(&st->y_max_rel, (unsigned long long)__double_as_longlong(my_rel));
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long bad = 0;
+    for (int c = 1; c < C_COUNT; c++) {
+      if (s_cls[c]) atomicAdd(&st->res.cls[c], s_cls[c]);
+      if (c != C_UNWRITTEN) bad += s_cls[c];
+    }
+    bad += s_cls[FN_NO_RESIDUAL] + s_cls[FN_MULTI_RESIDUAL];
+    if (s_cls[FN_NO_RESIDUAL]) atomicAdd(&st->no_residual, s_cls[FN_NO_RESIDUAL]);
+    if (s_cls[FN_MULTI_RESIDUAL]) atomicAdd(&st->multi_residual, s_cls[FN_MULTI_RESIDUAL]);
+    if (bad) atomicAdd(&st->res.bad, bad);
+    if (s_cls[C_UNWRITTEN]) atomicAdd(&st->res.unwritten, s_cls[C_UNWRITTEN]);
+    if (s_first != ~0ULL) {
+      atomicMin(&st->res.first, s_first);
+      atomicMin(&st->res.unw_min, s_umin);
+      atomicMax(&st->res.unw_max, s_umax);
+      atomicMin(&st->res.scr_min, s_smin);
+      atomicMax(&st->res.scr_max, s_smax);
+    }
+    if (s_ybad) atomicAdd(&st->y_bad, s_ybad);
+    if (s_yunw) atomicAdd(&st->y_unwritten, s_yunw);
+  }
+}
+
+/* ---- one session's results -------------------------------------------------------------------- */
+
+typedef struct fn_tally {
+  ar_tally a;                  /* residual_out's epochs, as allreduce_bench.cuh explains them; a.r is the record */
+  unsigned int res_raw[8];     /* a.samples' values as stored, same order */
+  fn_stats res_first;          /* the first epoch with a wrong residual_out */
+  int y_bad_epochs;
+  unsigned int y_first_epoch; /* 0 when out was right in every epoch */
+  int y_kept;                 /* the first kYKept epochs with a wrong out (their samples explain it) */
+  unsigned int y_epoch[kYKept];
+  int y_iter[kYKept];
+  fn_stats y_st[kYKept];
+  long long guard_res, guard_out;
+  double max_abs, max_rel;
+} fn_tally;
+
+static void fn_tally_init(fn_tally *f, long long case_n) {
+  memset(f, 0, sizeof *f);
+  ar_tally_init(&f->a, case_n);
+}
+
+static double fn_bits_double(unsigned long long b) {
+  double d;
+  memcpy(&d, &b, sizeof d);
+  return d;
+}
+
+/* The session's buffers and the team's view. */
+typedef struct fn_bufs {
+  fn_shape sh;
+  mgpu_buf residual, gamma, residual_out, out;
+} fn_bufs;
+
+static void fn_bufs_alloc(fn_bufs *b, const fn_shape *sh, int device) {
+  b->sh = *sh;
+  b->residual = mgpu_alloc(sizeof(float) * (size_t)sh->n, device);
+  b->gamma = mgpu_alloc(sizeof(float) * (size_t)sh->hidden, device);
+  b->residual_out = mgpu_alloc(sizeof(float) * (size_t)sh->n, device);
+  b->out = mgpu_alloc(sizeof(float) * (size_t)sh->n, device);
+}
+
+static void fn_bufs_free(fn_bufs *b) {
+  mgpu_free(&b->residual);
+  mgpu_free(&b->gamma);
+  mgpu_free(&b->residual_out);
+  mgpu_free(&b->out);
+}
+
+static ar_keys fn_keys(const mgpu_ctx *ctx, const ar_team *t, int iter, unsigned int e, int has_prev, int has_prev2,
+                       int has_next) {
+  ar_keys keys;
+  memset(&keys, 0, sizeof keys);
+  keys.world = t->world;
+  keys.has_prev = has_prev;
+  keys.has_prev2 = has_prev2;
+  keys.has_next = has_next;
+  keys.marker_now = ar_marker(e);
+  keys.marker_before = ar_marker(e - 1);
+  for (int m = 0; m < t->world; m++) {
+    keys.cur[m] = mgpu_exact_key(ctx->seed, t->member[m], iter);
+    keys.prev[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 1);
+    keys.prev2[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 2);
+    keys.next[m] = mgpu_exact_key(ctx->seed, t->member[m], iter + 1);
+  }
+  return keys;
+}
+
+static int fn_cmp_grid(int rows) { return rows < kCmpBlocks ? rows : kCmpBlocks; }
+
+static fn_stats *g_fn_dstats, *g_fn_hstats; /* kMaxEpochs each */
+
+static void fn_sort_samples(ar_sample *sm, unsigned int *raw, int ns) {
+  for (int x = 1; x < ns; x++)
+    for (int y = x; y > 0 && sm[y].i < sm[y - 1].i; y--) {
+      ar_sample tmp = sm[y];
+      sm[y] = sm[y - 1];
+      sm[y - 1] = tmp;
+      unsigned int rt = raw[y];
+      raw[y] = raw[y - 1];
+      raw[y - 1] = rt;
+    }
+}
+
+/* Queues `count` epochs (learner epochs first_epoch ..), waits, and adds them to *f. */
+static void fn_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, fn_bufs *b, unsigned int first_epoch, int count,
+                          int iter_base, int roles, fn_tally *f) {
+  mgpu_ctx *ctx = s->ctx;
+  const int g = ctx->rank;
+  const fn_shape *sh = &b->sh;
+  const long long n = sh->n;
+  if (count > kMaxEpochs) count = kMaxEpochs;
+  g_ar_team = t;
+  g_ar_n = n;
+  k_fn_stats_init<<<1, 64, 0, s->stream>>>(g_fn_dstats, count);
+  AR_KERNEL();
+  float *res = (float *)b->residual.ptr, *gam = (float *)b->gamma.ptr;
+  float *res_out = (float *)b->residual_out.ptr, *out = (float *)b->out.ptr;
+  for (int j = 0; j < count; j++) {
+    const int k = j + 1;
+    const unsigned int e = first_epoch + (unsigned int)j;
+    const int iter = iter_base + (int)e;
+    const int who = (k / 3) % t->world;
+    const int ordering = roles && k % 3 == 1 && who == t->me;
+    const int stress = roles && k % 3 == 2 && who == t->me && t->world > 1;
+    const uint64_t rkey = mgpu_exact_key(ctx->seed, kResidualId, iter), gkey = mgpu_exact_key(ctx->seed, kGammaId, iter);
+    k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(res, n, rkey);
+    AR_KERNEL();
+    k_fill_gamma<<<ar_grid(sh->hidden), 256, 0, s->stream>>>(gam, sh->hidden, gkey);
+    AR_KERNEL();
+    if (ordering) {
+      k_delay<<<1, 1, 0, s->stream>>>(kDelayNs);
+      AR_KERNEL();
+    }
+    k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
+    AR_KERNEL();
+    AR_CUDA(cudaMemsetAsync(res_out, 0xFF, sizeof(float) * (size_t)n, s->stream));
+    AR_CUDA(cudaMemsetAsync(out, 0xFF, sizeof(float) * (size_t)n, s->stream));
+    if (stress) ar_hog(s);
+    fused_allreduce_rmsnorm(v, res, gam, fn_eps(e), res_out, out, sh->rows, sh->hidden, e, s->stream);
+    ar_expect_no_pending_error();
+    k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, ar_marker(e));
+    AR_KERNEL();
+    const ar_keys keys = fn_keys(ctx, t, iter, e, j >= 1, j >= 2, j + 1 < count);
+    k_fn_compare<<<fn_cmp_grid(sh->rows), kCmpThreads, 0, s->stream>>>(res_out, out, sh->rows, sh->hidden, keys, rkey, gkey,
+                                                                        fn_eps(e), g_fn_dstats + j);
+    AR_KERNEL();
+  }
+  ar_wait(s, t, n);
+  AR_CUDA(cudaStreamSynchronize(s->hog_stream));
+  AR_CUDA(cudaMemcpy(g_fn_hstats, g_fn_dstats, sizeof(fn_stats) * (size_t)count, cudaMemcpyDeviceToHost));
+  g_ar_last = *t;
+  g_ar_team = NULL;
+  ar_tally *a = &f->a;
+  for (int j = 0; j < count; j++) {
+    const fn_stats *st = &g_fn_hstats[j];
+    const unsigned int e = first_epoch + (unsigned int)j;
+    a->epochs++;
+    a->r.checked += 2 * n;
+    a->r.bad += (long long)(st->res.bad + st->y_bad);
+    a->r.unwritten += (long long)(st->res.unwritten + st->y_unwritten);
+    const double ea = fn_bits_double(st->y_max_abs), er = fn_bits_double(st->y_max_rel);
+    if (ea > f->max_abs) f->max_abs = ea;
+    if (er > f->max_rel) f->max_rel = er;
+    if (st->y_bad + st->y_unwritten) {
+      f->y_bad_epochs++;
+      if (!f->y_first_epoch) f->y_first_epoch = e;
+      if (f->y_kept < kYKept) {
+        f->y_epoch[f->y_kept] = e;
+        f->y_iter[f->y_kept] = iter_base + (int)e;
+        f->y_st[f->y_kept] = *st;
+        f->y_kept++;
+      }
+    }
+    if (st->res.bad + st->res.unwritten == 0) continue;
+    a->bad_epochs++;
+    if (a->first_epoch) continue;
+    a->first_epoch = e;
+    a->first_iter = iter_base + (int)e;
+    a->first = st->res;
+    f->res_first = *st;
+    const int ns = st->res.nsample < 8 ? (int)st->res.nsample : 8;
+    memcpy(a->samples, st->res.sample, sizeof(ar_sample) * (size_t)ns);
+    memcpy(f->res_raw, st->res_raw, sizeof(unsigned int) * (size_t)ns);
+    fn_sort_samples(a->samples, f->res_raw, ns);
+    a->nsamples = ns;
+  }
+}
+
+/* ---- explanations -------------------------------------------------------------------------- */
+
+/* Replaces every `from` in dst (NUL-terminated, `len` bytes) with `to`, truncating at len - 1. */
+static void fn_replace(char *dst, size_t len, const char *from, const char *to) {
+  char tmp[1024];
+  size_t used = 0;
+  const size_t fl = strlen(from), tl = strlen(to);
+  for (const char *p = dst; *p && used + 1 < sizeof tmp;) {
+    if (strncmp(p, from, fl) == 0 && used + tl + 1 < sizeof tmp) {
+      memcpy(tmp + used, to, tl);
+      used += tl;
+      p += fl;
+    } else {
+      tmp[used++] = *p++;
+    }
+  }
+  tmp[used] = 0;
+  snprintf(dst, len, "%s", tmp);
+}
+
+/* What one row holds, computed on the host from the exact values. */
+typedef struct fn_row {
+  int row;
+  double ms, ms_own, ms_ownx, ms_nores, sumsq; /* means of squares (and the plain sum) */
+} fn_row;
+
+static float fn_host_x(const mgpu_ctx *ctx, const ar_team *t, int m, int iter, long long idx) {
+  return mgpu_exact_value(ctx->seed, t->member[m], iter, idx);
+}
+
+static void fn_row_stats(const mgpu_ctx *ctx, const ar_team *t, const fn_shape *sh, int iter, int row, fn_row *rs) {
+  double ss = 0, so = 0, sx = 0, sn = 0;
+  for (int i = 0; i < sh->hidden; i++) {
+    const long long idx = (long long)row * sh->hidden + i;
+    float xs = 0.0f;
+    for (int m = 0; m < t->world; m++) xs += fn_host_x(ctx, t, m, iter, idx);
+    const float r = mgpu_exact_value(ctx->seed, kResidualId, iter, idx);
+    const float own = fn_host_x(ctx, t, t->me, iter, idx);
+    ss += (double)(xs + r) * (xs + r);
+    so += (double)(own + r) * (own + r);
+    sx += (double)own * own;
+    sn += (double)xs * xs;
+  }
+  rs->row = row;
+  rs->sumsq = ss;
+  rs->ms = ss / sh->hidden;
+  rs->ms_own = so / sh->hidden;
+  rs->ms_ownx = sx / sh->hidden;
+  rs->ms_nores = sn / sh->hidden;
+}
+
+enum { H_EPS_OUT, H_NO_EPS, H_NO_GAMMA, H_OWN_STAT, H_OWNX_STAT, H_OWN_ONLY, H_NORES_STAT, H_NORES, H_SUM, H_COUNT };
+
+static double fn_hypothesis(int h, const fn_row *rs, double s, double xs, double own, double g, double eps) {
+  switch (h) {
+  case H_EPS_OUT: return s / (sqrt(rs->ms) + eps) * g;
+  case H_NO_EPS: return s / sqrt(rs->ms) * g;
+  case H_NO_GAMMA: return s / sqrt(rs->ms + eps);
+  case H_OWN_STAT: return s / sqrt(rs->ms_own + eps) * g;
+  case H_OWNX_STAT: return s / sqrt(rs->ms_ownx + eps) * g;
+  case H_OWN_ONLY: return own / sqrt(rs->ms_own + eps) * g;
+  case H_NORES_STAT: return s / sqrt(rs->ms_nores + eps) * g;
+  case H_NORES: return xs / sqrt(rs->ms_nores + eps) * g;
+  default: return s / sqrt(rs->sumsq + eps) * g;
+  }
+}
+
+static const char *const kHypothesisText[H_COUNT] = {
+    "it matches s / (sqrt(mean(s^2)) + eps) * gamma: eps goes inside the root, rsqrt(mean(s^2) + eps)",
+    "it matches s * rsqrt(mean(s^2)) * gamma: eps was left out (the driver's eps is as large as mean(s^2), so it shows)",
+    "it matches s * rsqrt(mean(s^2) + eps) without the weight: multiply by gamma[i]",
+    "it matches a norm whose mean(s^2) came from this member's own part (its own input plus the residual) instead of the "
+    "full sum: the row's statistic can only be taken once every member's input is added in",
+    "it matches a norm whose mean(s^2) came from this member's own input alone: the row's statistic is of s, the full sum "
+    "plus the residual",
+    "it is this member's own part (its own input plus the residual) normalized: sum every member's input first",
+    "it matches a norm whose mean(s^2) left the residual out: the statistic is of s = sum of the inputs + residual",
+    "it is the all-reduced input normalized without the residual: normalize s = sum of the inputs + residual",
+    "it matches s * rsqrt(sum(s^2) + eps) * gamma: divide the sum of squares by hidden",
+};
+
+/* One wrong element of out, with what the host knows about it. */
+typedef struct fn_ypoint {
+  long long i;
+  unsigned int got;
+  double eps, s, xs, own, g, want;
+  int row; /* index into the rows computed */
+} fn_ypoint;
+
+/* out is wrong while residual_out is right: which mistake explains the samples of the first
+ * kYKept wrong epochs (each its own eps and data, so that no coincidence of one element decides)? */
+static void fn_explain_out(const mgpu_ctx *ctx, const ar_team *t, const fn_shape *sh, fn_tally *f, long long case_n) {
+  mgpu_result *r = &f->a.r;
+  enum { kMaxPoints = 8 * kYKept };
+  fn_ypoint pt[kMaxPoints];
+  fn_row rows[kMaxPoints];
+  int row_iter[kMaxPoints];
+  int np = 0, nrows = 0, poisoned = 0, first_count = 0;
+  for (int k = 0; k < f->y_kept; k++) {
+    const fn_stats *st = &f->y_st[k];
+    const int iter = f->y_iter[k];
+    const double eps = fn_eps(f->y_epoch[k]);
+    const uint64_t gkey = mgpu_exact_key(ctx->seed, kGammaId, iter);
+    const int ns = st->y_nsample < 8 ? (int)st->y_nsample : 8;
+    fn_ysample sm[8];
+    memcpy(sm, st->y_sample, sizeof(fn_ysample) * (size_t)ns);
+    for (int x = 1; x < ns; x++)
+      for (int y = x; y > 0 && sm[y].i < sm[y - 1].i; y--) {
+        fn_ysample tmp = sm[y];
+        sm[y] = sm[y - 1];
+        sm[y - 1] = tmp;
+      }
+    for (int x = 0; x < ns; x++) {
+      fn_ypoint *q = &pt[np++];
+      const int row = (int)(sm[x].i / sh->hidden);
+      int j = 0;
+      while (j < nrows && !(rows[j].row == row && row_iter[j] == iter)) j++;
+      if (j == nrows) {
+        fn_row_stats(ctx, t, sh, iter, row, &rows[nrows]);
+        row_iter[nrows++] = iter;
+      }
+      float xs = 0.0f;
+      for (int m = 0; m < t->world; m++) xs += fn_host_x(ctx, t, m, iter, sm[x].i);
+      const float rv = mgpu_exact_value(ctx->seed, kResidualId, iter, sm[x].i);
+      q->i = sm[x].i;
+      q->got = sm[x].got;
+      q->eps = eps;
+      q->row = j;
+      q->s = (double)(xs + rv);
+      q->xs = xs;
+      q->own = (double)(fn_host_x(ctx, t, t->me, iter, sm[x].i) + rv);
+      q->g = fn_gamma(gkey, sm[x].i % sh->hidden);
+      q->want = q->s / sqrt(rows[j].ms + eps) * q->g;
+      poisoned += sm[x].got == AR_OUT_POISON;
+    }
+    if (k == 0) first_count = np;
+  }
+  r->nfirst = 0;
+  for (int x = 0; x < first_count; x++) {
+    mgpu_mismatch *mm = &r->first[r->nfirst++];
+    mm->i = pt[x].i;
+    ar_fmt_float(mm->got, sizeof mm->got, pt[x].got);
+    snprintf(mm->want, sizeof mm->want, "%.9g", pt[x].want);
+  }
+  const fn_stats *st0 = &f->y_st[0];
+  char what[400];
+  if (np == 0) {
+    snprintf(what, sizeof what, "out is wrong (no sample kept)");
+  } else if (st0->y_unwritten >= st0->y_bad || poisoned == np) {
+    snprintf(what, sizeof what,
+             "%llu element(s) of out still held the driver's poison (out[%lld] first among those kept): write out for every "
+             "element of every row, on `stream`",
+             st0->y_unwritten, pt[0].i);
+  } else {
+    int found = -1;
+    for (int h = 0; h < H_COUNT && found < 0; h++) {
+      if (t->world < 2 && (h == H_OWN_STAT || h == H_OWN_ONLY)) continue; /* the right answer on a team of one */
+      int all = 1;
+      for (int x = 0; x < np && all; x++) {
+        float got;
+        memcpy(&got, &pt[x].got, 4);
+        const double hv = fn_hypothesis(h, &rows[pt[x].row], pt[x].s, pt[x].xs, pt[x].own, pt[x].g, pt[x].eps);
+        all = (got != got && hv != hv) || fabs((double)got - hv) <= kRtol * fabs(hv) + kAtol;
+      }
+      if (all) found = h;
+    }
+    float got0;
+    memcpy(&got0, &pt[0].got, 4);
+    if (found >= 0)
+      snprintf(what, sizeof what, "out[%lld] (row %lld) is %.9g, want %.9g; %s", pt[0].i, pt[0].i / sh->hidden, got0,
+               pt[0].want, kHypothesisText[found]);
+    else
+      snprintf(what, sizeof what,
+               "out[%lld] (row %lld) is %.9g, want %.9g (tolerance %g relative): compute s * rsqrt(sum(s^2) / hidden + eps) * "
+               "gamma[i] per row, the sum over every element of the row (all threads' parts), s as in residual_out",
+               pt[0].i, pt[0].i / sh->hidden, got0, pt[0].want, kRtol);
+  }
+  snprintf(r->msg, sizeof r->msg,
+           "%s, %d x %d (case n = %lld): residual_out is right, out is wrong in %d of %d epochs, first epoch %u (eps %g): %s.",
+           t->desc, sh->rows, sh->hidden, case_n, f->y_bad_epochs, f->a.epochs, f->y_first_epoch, fn_eps(f->y_first_epoch),
+           what);
+}
+
+/* The record's message and first mismatches. */
+static void fn_explain(const mgpu_ctx *ctx, const ar_team *t, const fn_shape *sh, fn_tally *f, long long case_n) {
+  ar_tally *a = &f->a;
+  mgpu_result *r = &a->r;
+  r->max_abs_err = f->max_abs;
+  r->max_rel_err = f->max_rel;
+  if (a->first_epoch) {
+    /* residual_out: its mismatches, then the explanation. */
+    r->nfirst = 0;
+    for (int x = 0; x < a->nsamples; x++) {
+      mgpu_mismatch *mm = &r->first[r->nfirst++];
+      float want = mgpu_exact_value(ctx->seed, kResidualId, a->first_iter, a->samples[x].i);
+      for (int m = 0; m < t->world; m++) want += fn_host_x(ctx, t, m, a->first_iter, a->samples[x].i);
+      mm->i = a->samples[x].i;
+      ar_fmt_float(mm->got, sizeof mm->got, f->res_raw[x]);
+      snprintf(mm->want, sizeof mm->want, "%.9g", want);
+    }
+    const fn_stats *st = &f->res_first;
+    unsigned long long most = 0;
+    for (int c = 1; c < C_COUNT; c++)
+      if (st->res.cls[c] > most) most = st->res.cls[c];
+    if (st->no_residual + st->multi_residual > most) {
+      snprintf(r->msg, sizeof r->msg,
+               "%s, %d x %d (case n = %lld): residual_out is wrong in %d of %d epochs, first epoch %u: %s.", t->desc, sh->rows,
+               sh->hidden, case_n, a->bad_epochs, a->epochs, a->first_epoch,
+               st->no_residual >= st->multi_residual
+                   ? "residual_out is the sum of the members' inputs without the residual: add residual[i] (once)"
+                   : "the residual was added once per member: the members' inputs are summed, the residual (the same on "
+                     "every member) is added once");
+    } else {
+      ar_explain(ctx, t, sh->n, a);
+      char from[64], to[96];
+      snprintf(from, sizeof from, ", n = %lld:", sh->n);
+      snprintf(to, sizeof to, ", %d x %d (case n = %lld): residual_out is wrong:", sh->rows, sh->hidden, case_n);
+      fn_replace(r->msg, sizeof r->msg, from, to);
+      fn_replace(r->msg, sizeof r->msg, "out[", "residual_out[");
+      fn_replace(r->msg, sizeof r->msg, "element(s) of out,", "element(s) of residual_out,");
+      fn_replace(r->msg, sizeof r->msg, "reads out there", "reads residual_out there");
+    }
+    return;
+  }
+  if (f->y_first_epoch) {
+    fn_explain_out(ctx, t, sh, f, case_n);
+    return;
+  }
+  if (f->guard_res || f->guard_out)
+    snprintf(r->msg, sizeof r->msg,
+             "%s, %d x %d: %lld byte(s) written outside residual_out[0..rows*hidden) and %lld outside out[0..rows*hidden): "
+             "write the rows x hidden elements of each and nothing else",
+             t->desc, sh->rows, sh->hidden, f->guard_res, f->guard_out);
+}
+
+/* ---- the correctness sessions ------------------------------------------------------------------ */
+
+static void fn_run_case(ar_state *s, const mgpu_case *c, const char *layout) {
+  const fn_shape sh = fn_decode(c);
+  ar_team t = ar_make_team(s->ctx, layout);
+  ar_begin_session(s, &t, sh.n);
+  const ar_view v = ar_view_for(s, &t);
+  fn_bufs b;
+  fn_bufs_alloc(&b, &sh, s->ctx->device);
+  fn_tally f;
+  fn_tally_init(&f, c->n);
+  const int sess = ++s->sessions;
+  fn_run_epochs(s, &t, &v, &b, 1, epochs_for(sh.n), sess * 1000, 1, &f);
+  f.guard_res = mgpu_guard_hits(&b.residual_out);
+  f.guard_out = mgpu_guard_hits(&b.out);
+  f.a.r.n = c->n;
+  f.a.r.guard_hits = f.guard_res + f.guard_out;
+  fn_explain(s->ctx, &t, &sh, &f, c->n);
+  char name[96];
+  if (strcmp(layout, "all") == 0)
+    snprintf(name, sizeof name, "%s", c->name);
+  else
+    snprintf(name, sizeof name, "%s@%s", c->name, layout);
+  mgpu_record_case(name, &f.a.r, 0);
+  fn_bufs_free(&b);
+}
+
+/* ---- timing ------------------------------------------------------------------------------------ */
+
+typedef struct fn_perf {
+  ar_view v;
+  const float *in, *residual, *gamma;
+  float *xsum, *residual_out, *out;
+  float eps;
+  int rows, hidden;
+  unsigned int epoch;
+  ncclComm_t comm;
+} fn_perf;
+
+static void op_fused(void *arg, int iter, cudaStream_t stream) {
+  fn_perf *p = (fn_perf *)arg;
+  (void)iter;
+  fused_allreduce_rmsnorm(&p->v, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden, ++p->epoch,
+                          stream);
+  ar_expect_no_pending_error();
+}
+
+static void op_nccl_norm(void *arg, int iter, cudaStream_t stream) {
+  fn_perf *p = (fn_perf *)arg;
+  (void)iter;
+  const size_t n = (size_t)p->rows * (size_t)p->hidden;
+  MGPU_NCCL(ncclAllReduce(p->in, p->xsum, n, ncclFloat, ncclSum, p->comm, stream));
+  fn_base_norm(p->xsum, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden, stream);
+}
+
+static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tally *after) {
+  mgpu_ctx *ctx = s->ctx;
+  const fn_shape sh = fn_decode(c);
+  const long long n = sh.n;
+  ar_team t = ar_make_team(ctx, "all");
+  ar_begin_session(s, &t, n);
+  fn_bufs b;
+  fn_bufs_alloc(&b, &sh, ctx->device);
+  float *xsum = NULL;
+  MGPU_CUDA(cudaMalloc((void **)&xsum, sizeof(float) * (size_t)n));
+  const int sess = ++s->sessions;
+  const int iter = sess * 1000;
+  const uint64_t rkey = mgpu_exact_key(ctx->seed, kResidualId, iter), gkey = mgpu_exact_key(ctx->seed, kGammaId, iter);
+  const float eps = fn_eps(1);
+  mgpu_fill_exact_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, iter, s->stream);
+  k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>((float *)b.residual.ptr, n, rkey);
+  MGPU_KERNEL();
+  k_fill_gamma<<<ar_grid(sh.hidden), 256, 0, s->stream>>>((float *)b.gamma.ptr, sh.hidden, gkey);
+  MGPU_KERNEL();
+  MGPU_CUDA(cudaStreamSynchronize(s->stream));
+  mgpu_barrier(ctx, "m6-perf-filled");
+
+  fn_perf p;
+  memset(&p, 0, sizeof p);
+  p.v = ar_view_for(s, &t);
+  p.in = ar_in(s, ctx->rank);
+  p.residual = (const float *)b.residual.ptr;
+  p.gamma = (const float *)b.gamma.ptr;
+  p.xsum = xsum;
+  p.residual_out = (float *)b.residual_out.ptr;
+  p.out = (float *)b.out.ptr;
+  p.eps = eps;
+  p.rows = sh.rows;
+  p.hidden = sh.hidden;
+  p.comm = comm;
+
+  /* The baseline must be right before it is timed. */
+  MGPU_CUDA(cudaMemsetAsync(p.residual_out, 0xFF, sizeof(float) * (size_t)n, s->stream));
+  MGPU_CUDA(cudaMemsetAsync(p.out, 0xFF, sizeof(float) * (size_t)n, s->stream));
+  op_nccl_norm(&p, 0, s->stream);
+  k_fn_stats_init<<<1, 64, 0, s->stream>>>(g_fn_dstats, 1);
+  MGPU_KERNEL();
+  const ar_keys keys = fn_keys(ctx, &t, iter, 1, 0, 0, 0);
+  k_fn_compare<<<fn_cmp_grid(sh.rows), kCmpThreads, 0, s->stream>>>(p.residual_out, p.out, sh.rows, sh.hidden, keys, rkey,
+                                                                     gkey, eps, g_fn_dstats);
+  MGPU_KERNEL();
+  MGPU_CUDA(cudaMemcpyAsync(g_fn_hstats, g_fn_dstats, sizeof(fn_stats), cudaMemcpyDeviceToHost, s->stream));
+  MGPU_CUDA(cudaStreamSynchronize(s->stream));
+  if (g_fn_hstats->res.bad + g_fn_hstats->res.unwritten + g_fn_hstats->y_bad + g_fn_hstats->y_unwritten) {
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "the baseline (ncclAllReduce + the driver's residual + RMSNorm) is wrong for %d x %d: %llu residual_out and %llu "
+             "out element(s); a bug in the course",
+             sh.rows, sh.hidden, g_fn_hstats->res.bad + g_fn_hstats->res.unwritten,
+             g_fn_hstats->y_bad + g_fn_hstats->y_unwritten);
+    mgpu_fail("driver", "baseline", __FILE__, __LINE__, 0, msg);
+  }
+  mgpu_barrier(ctx, "m6-perf-baseline-ok");
+
+  mgpu_timing tm;
+  memset(&tm, 0, sizeof tm);
+  tm.case_name = c->name;
+  tm.bytes = (double)n * sizeof(float);
+  tm.factor = 1.0;
+  tm.metric = "time";
+  mgpu_time_pair(ctx, &tm, op_fused, &p, op_nccl_norm, &p, s->stream);
+  ar_wait(s, &t, n);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  mgpu_barrier(ctx, "m6-perf-timed");
+
+  /* New data over the timed buffers, the epoch count going on from the timed calls. */
+  k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, ctx->rank), n, ar_marker(p.epoch));
+  MGPU_KERNEL();
+  MGPU_CUDA(cudaStreamSynchronize(s->stream));
+  mgpu_barrier(ctx, "m6-perf-after");
+  fn_tally f;
+  fn_tally_init(&f, c->n);
+  fn_run_epochs(s, &t, &p.v, &b, p.epoch + 1, kAfterTimingEpochs, sess * 1000 + 500, 0, &f);
+  f.guard_res = mgpu_guard_hits(&b.residual_out);
+  f.guard_out = mgpu_guard_hits(&b.out);
+  f.a.r.guard_hits = f.guard_res + f.guard_out;
+  mgpu_result *ar = &after->a.r;
+  ar->checked += f.a.r.checked;
+  ar->bad += f.a.r.bad;
+  ar->unwritten += f.a.r.unwritten;
+  ar->guard_hits += f.a.r.guard_hits;
+  if (f.max_abs > ar->max_abs_err) ar->max_abs_err = f.max_abs;
+  if (f.max_rel > ar->max_rel_err) ar->max_rel_err = f.max_rel;
+  if (!ar->msg[0] && (f.a.r.bad || f.a.r.unwritten || f.a.r.guard_hits)) {
+    fn_explain(ctx, &t, &sh, &f, c->n);
+    ar->nfirst = f.a.r.nfirst;
+    memcpy(ar->first, f.a.r.first, sizeof f.a.r.first);
+    snprintf(ar->msg, sizeof ar->msg, "after timing %s (epochs %u..): %.400s", c->name, p.epoch + 1, f.a.r.msg);
+  }
+  MGPU_CUDA(cudaFree(xsum));
+  fn_bufs_free(&b);
+}
+
+/* ---- main ---------------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  mgpu_init(&ctx, argc, argv);
+  if (ctx.world > AR_MAX_RANKS) {
+    char msg[120];
+    snprintf(msg, sizeof msg, "%s runs with at most %d ranks (symmetric buffers), this job has %d", AR_FN, AR_MAX_RANKS,
+             ctx.world);
+    mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, msg);
+  }
+  ar_state s;
+  memset(&s, 0, sizeof s);
+  s.ctx = &ctx;
+  MGPU_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  MGPU_CUDA(cudaStreamCreateWithFlags(&s.hog_stream, cudaStreamNonBlocking));
+  MGPU_CUDA(cudaEventCreateWithFlags(&s.hog_ev, cudaEventDisableTiming));
+  ar_check_exact_copy(&ctx, s.stream);
+
+  /* The shapes of this run decide the buffers (every case is decoded here, so a bad one fails first). */
+  s.max_n = 1;
+  for (int k = 0; k < ctx.ncases; k++) {
+    const fn_shape sh = fn_decode(&ctx.cases[k]);
+    if (sh.n > s.max_n) s.max_n = sh.n;
+  }
+  if (ctx.perf)
+    for (int k = 0; k < ctx.nperf_cases; k++) {
+      const fn_shape sh = fn_decode(&ctx.perf_cases[k]);
+      if (sh.n > s.max_n) s.max_n = sh.n;
+    }
+  s.scratch_floats = 2LL * ctx.world * s.max_n;
+  s.in_off = 0;
+  s.scratch_off = ar_align(sizeof(float) * (size_t)s.max_n);
+  s.flags_off = s.scratch_off + ar_align(sizeof(float) * (size_t)s.scratch_floats);
+  mgpu_symm_alloc(&ctx, "module6-fn", s.flags_off + sizeof(unsigned int) * AR_FLAG_WORDS, &s.symm);
+  MGPU_CUDA(cudaMalloc((void **)&s.decoy, s.flags_off + sizeof(unsigned int) * AR_FLAG_WORDS));
+
+  /* The hog: two blocks per SM on all SMs but kHogFreeSMs (allreduce_bench.cuh). */
+  int sms = 0;
+  MGPU_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
+  s.hog_blocks = sms > kHogFreeSMs ? 2 * (sms - kHogFreeSMs) : 0;
+  MGPU_CUDA(cudaFuncSetAttribute(k_hog, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogSmem));
+  MGPU_CUDA(cudaMalloc((void **)&s.hog_started, sizeof(unsigned int)));
+  MGPU_CUDA(cudaMemset(s.hog_started, 0, sizeof(unsigned int)));
+  MGPU_CUDA(cudaMalloc((void **)&g_fn_dstats, sizeof(fn_stats) * kMaxEpochs));
+  g_fn_hstats = (fn_stats *)malloc(sizeof(fn_stats) * kMaxEpochs);
+  if (!g_fn_hstats) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+
+  const char *layouts[3];
+  int nlayouts = 0;
+  layouts[nlayouts++] = "all";
+  if (ctx.world > 1) layouts[nlayouts++] = "solo";
+  if (ctx.world == 2) layouts[nlayouts++] = "reversed";
+  if (ctx.world >= 3) layouts[nlayouts++] = "split";
+  for (int k = 0; k < ctx.ncases; k++)
+    for (int l = 0; l < nlayouts; l++) fn_run_case(&s, &ctx.cases[k], layouts[l]);
+
+  if (ctx.perf && ctx.nperf_cases > 0) {
+    ar_require_distinct_gpus(&ctx);
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    mgpu_nccl_unique_id(&ctx, &id);
+    MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+    fn_tally after;
+    fn_tally_init(&after, 0);
+    for (int k = 0; k < ctx.nperf_cases; k++) fn_run_perf(&s, &ctx.perf_cases[k], comm, &after);
+    mgpu_record_case("after-timing", &after.a.r, 0);
+    MGPU_CUDA(cudaDeviceSynchronize());
+    MGPU_NCCL(ncclCommDestroy(comm));
+  }
+
+  MGPU_CUDA(cudaDeviceSynchronize());
+  mgpu_symm_free(&ctx, &s.symm);
+  MGPU_CUDA(cudaFree(s.decoy));
+  MGPU_CUDA(cudaFree(s.hog_started));
+  MGPU_CUDA(cudaFree(g_fn_dstats));
+  free(g_fn_hstats);
+  MGPU_CUDA(cudaEventDestroy(s.hog_ev));
+  MGPU_CUDA(cudaStreamDestroy(s.hog_stream));
+  MGPU_CUDA(cudaStreamDestroy(s.stream));
+  return mgpu_finish(&ctx);
+}
