@@ -160,6 +160,7 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	session := markSession() // before anything is started: every child inherits it
 	ctx, closeWarm := a.withWarmRanks(ctx, false)
 	defer closeWarm()
 	ck, err := a.newChecker(ctx, !o.NoPerf)
@@ -239,7 +240,7 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 			_ = writeVerifyReport(o.ReportDir, rep)
 		}
 	}
-	rep.Leftover = leftovers(ck.WorkDir)
+	rep.Leftover = leftovers(ck.WorkDir, session)
 	rep.WallS = time.Since(start).Seconds()
 	if o.ReportDir != "" {
 		if err := writeVerifyReport(o.ReportDir, rep); err != nil {

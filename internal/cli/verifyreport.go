@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,9 +15,46 @@ import (
 	"time"
 )
 
+// sessionEnv marks the processes one `course verify` starts: they inherit it from the
+// command's environment (builds, policy runs, ranks through every launcher, warm zygotes), and
+// leftovers counts only processes that carry this invocation's value. Another mgpu-learn using
+// the same cache at the same time, or another user's job on the GPU, is not this run's leftover.
+const sessionEnv = "MGPU_LEARN_SESSION"
+
+// markSession gives this invocation a fresh session key in its environment (a nested
+// invocation gets its own) and returns it.
+func markSession() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return ""
+	}
+	key := hex.EncodeToString(b[:])
+	if os.Setenv(sessionEnv, key) != nil {
+		return ""
+	}
+	return key
+}
+
+// carries says whether process pid was started with this session key in its environment.
+// A process whose environment cannot be read (another user's) is not ours.
+func carries(pid int, key string) bool {
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return false
+	}
+	want := sessionEnv + "=" + key
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if kv == want {
+			return true
+		}
+	}
+	return false
+}
+
 // leftovers lists processes still running from mgpu-learn's work or cache directories, and
-// GPU compute processes still holding memory, after every check finished.
-func leftovers(workDir string) []string {
+// GPU compute processes still holding memory, after every check finished. With a session key
+// (markSession) only the processes that carry it count; with "" every one does.
+func leftovers(workDir, key string) []string {
 	var out []string
 	cache := filepath.Dir(workDir)
 	ents, _ := os.ReadDir("/proc")
@@ -24,7 +63,7 @@ func leftovers(workDir string) []string {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if ranFromCache(pid, cache) {
+		if ranFromCache(pid, cache) && (key == "" || carries(pid, key)) {
 			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 			line := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
 			out = append(out, fmt.Sprintf("pid %d: %s", pid, line))
@@ -36,9 +75,14 @@ func leftovers(workDir string) []string {
 		b, err := exec.CommandContext(ctx, path, "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader").Output()
 		if err == nil {
 			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, "No running") {
-					out = append(out, "GPU memory still held: "+l)
+				if l = strings.TrimSpace(l); l == "" || strings.Contains(l, "No running") {
+					continue
 				}
+				pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(l, ",", 2)[0]))
+				if key != "" && (err != nil || !carries(pid, key)) {
+					continue
+				}
+				out = append(out, "GPU memory still held: "+l)
 			}
 		}
 	}
