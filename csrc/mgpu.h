@@ -9,7 +9,7 @@
  * Parts:
  *   mgpu_core.c   pure C: context, records, rendezvous, exact host values. Links into CPU
  *                 programs too (the CPU fixture course uses it with cc).
- *   mgpu_cuda.cu  CUDA: error checks, device data, poison/guards, comparisons, timing.
+ *   mgpu_cuda.cu  CUDA: error checks, device data, poison/guards, delays, comparisons, timing.
  *   mgpu_nccl.cu  mgpu_check_nccl, mgpu_nccl_unique_id (builds whose libs include nccl).
  *   mgpu_mpi.c    mgpu_check_mpi (builds whose libs include mpi).
  *   mgpu_fd.c     mgpu_share_fds: file descriptors between ranks (every cuda build).
@@ -160,6 +160,15 @@ void mgpu_check_kernel(const char *file, int line);
  * ends is named with the rank it hangs on instead of running into the job's timeout. */
 void mgpu_wait_or_hang(const mgpu_ctx *ctx, cudaStream_t stream, double timeout_s,
                        const char *what, const char *hint);
+
+/* Holds `stream` for `ns` nanoseconds: queues one kernel of one 1-thread block that sleeps on
+ * the GPU's global timer (steps of about 1 µs) until ns have passed, so that work queued on
+ * `stream` after it starts that much later. Drivers use it to make a rank or a stream late on
+ * purpose, so that learner code missing a wait (an event, a signal, a barrier) reads stale data
+ * every time instead of rarely. Occupies one block slot on one SM while it runs; never
+ * synchronizes (not even with MGPU_SYNC_CHECK=1). `stream` belongs to the current device (or
+ * is 0). More than 10 s is a driver error. Driver API: learner code may not call it. */
+void mgpu_delay(cudaStream_t stream, unsigned long long ns);
 
 /* A device buffer with guard bands on both sides, poisoned when allocated. */
 typedef struct mgpu_buf {

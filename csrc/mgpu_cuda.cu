@@ -253,6 +253,36 @@ extern "C" void mgpu_fill_pattern(void *dev, size_t bytes, uint64_t seed, int it
   fill_pattern_key(dev, bytes, mgpu_pattern_key(seed, iter), s);
 }
 
+/* ---- delays ------------------------------------------------------------------------------ */
+
+/* Longer than any delay a driver needs; a larger value is a driver bug (typically a negative
+ * length converted to unsigned), which would otherwise hold the stream until the job's timeout. */
+#define MGPU_DELAY_MAX_NS (10ULL * 1000 * 1000 * 1000)
+
+/* One thread sleeps in steps of about 1 µs until `ns` of the GPU's global timer have passed
+ * (at least one step, also for ns == 0). */
+static __global__ void mgpu__k_delay(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+extern "C" void mgpu_delay(cudaStream_t stream, unsigned long long ns) {
+  if (ns > MGPU_DELAY_MAX_NS) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "a delay of %llu ns is longer than the %llu ns allowed (a negative "
+             "length converted to unsigned?)", ns, (unsigned long long)MGPU_DELAY_MAX_NS);
+    dfail(__LINE__, "mgpu_delay", msg);
+  }
+  /* HK, not mgpu_check_kernel: with MGPU_SYNC_CHECK=1 the latter would synchronize, i.e. sit
+   * out the delay on the host before the caller queues the work that should come late. */
+  mgpu__k_delay<<<1, 1, 0, stream>>>(ns);
+  HK();
+}
+
 /* ---- guarded, poisoned buffers ---------------------------------------------------------- */
 
 struct dev_scope { /* switches to a device, restores the caller's on exit */

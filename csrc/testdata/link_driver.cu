@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
   mgpu_init(&ctx, argc, argv);
   mgpu_buf b = mgpu_alloc(1 << 20, ctx.device);
   mgpu_poison(&b, 0);
+  mgpu_delay(0, 1000);
   mgpu_fill_pattern(b.ptr, b.bytes, ctx.seed, 0, 0);
   mgpu_result r;
   mgpu_check_pattern("p", &b, ctx.seed, 0, &r);

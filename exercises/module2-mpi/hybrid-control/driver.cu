@@ -171,15 +171,6 @@ struct hyb_private {
   unsigned long long delay_ns;  /* hyb_produce's kernel waits this long first */
 };
 
-__global__ void delay_kernel(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
 /* The step's count, decided here on the GPU, and the message cut at it: entries from count on
  * become 0. One thread writes the count to count_dev. */
 __global__ void count_kernel(float *send, int *count_dev, int cap, uint64_t ckey, int rank,
@@ -206,10 +197,7 @@ static unsigned grid_for(long long n) {
 extern "C" void hyb_produce(const hyb_state *h, int step, cudaStream_t stream) {
   if (step < 0 || step >= kSteps)
     mgpu_fail("learner", "hyb_produce", __FILE__, __LINE__, step, "step out of range");
-  if (h->priv->delay_ns) {
-    delay_kernel<<<1, 1, 0, stream>>>(h->priv->delay_ns);
-    MGPU_KERNEL();
-  }
+  if (h->priv->delay_ns) mgpu_delay(stream, h->priv->delay_ns);
   /* The message: this rank's exact values of the step (the harness's generator), ... */
   mgpu_fill_exact_f32(h->send, h->cap, h->priv->seed, h->rank, h->priv->iter[step], stream);
   /* ... cut at the count the GPU decides. */

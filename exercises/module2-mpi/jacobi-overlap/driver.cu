@@ -141,15 +141,6 @@ static void launch_stencil(const float *in, float *out, int nx, int first, int n
   MGPU_KERNEL();
 }
 
-__global__ void delay_kernel(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
 static unsigned grid_for(long long n) {
   long long b = (n + kThreads - 1) / kThreads;
   if (b > 4096) b = 4096;
@@ -480,8 +471,7 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, cudaStream_t s) {
     MGPU_CUDA(cudaStreamSynchronize(s));
     MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
     /* 2. The real rows come back only after a delay, through the stream. */
-    delay_kernel<<<1, 1, 0, s>>>((unsigned long long)(kDelayUs * 1000.0));
-    MGPU_KERNEL();
+    mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
     MGPU_CUDA(cudaMemcpyAsync(in + l.nx, scratch, own_bytes, cudaMemcpyDeviceToDevice, s));
     /* 3. In calls 1 and 2, half of the ranks come late, a different half each time. */
     if ((j == 1 && l.rank % 2 == 1) || (j == 2 && l.rank % 2 == 0)) usleep((useconds_t)kLateUs);

@@ -94,15 +94,6 @@ static void launch_init(float *dst, int nx, long long grow0, int nrows, uint64_t
   MGPU_KERNEL();
 }
 
-__global__ void delay_kernel(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
 /* ---- layout -------------------------------------------------------------------------------- */
 
 typedef struct layout {
@@ -322,10 +313,7 @@ static void run_case(const mgpu_ctx *ctx, int ci, MPI_Comm comm, cudaStream_t s)
   g = make_grid(&l, slab[0], slab[1], comm);
   MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
   for (j = 0; j < kCalls; j++) {
-    if ((l.rank + j) % 2 == 1) {
-      delay_kernel<<<1, 1, 0, s>>>((unsigned long long)(kDelayUs * 1000.0));
-      MGPU_KERNEL();
-    }
+    if ((l.rank + j) % 2 == 1) mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
     jacobi_run(&g, (long long)j * kItersPerCall, kItersPerCall, s);
   }
   MGPU_CUDA(cudaStreamSynchronize(s));

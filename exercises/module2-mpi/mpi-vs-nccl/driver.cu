@@ -71,18 +71,8 @@ static const long long kMaxN = 1LL << 28;    /* MPI counts are ints; cases stay 
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-__global__ void delay_kernel(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
 static void delay(cudaStream_t s) {
-  delay_kernel<<<1, 1, 0, s>>>((unsigned long long)(kDelayUs * 1000.0));
-  MGPU_KERNEL();
+  mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
 }
 
 /* Data iterations of the exact generator: part p of round r, and the stale fill. */

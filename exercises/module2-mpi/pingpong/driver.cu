@@ -114,15 +114,6 @@ __global__ void compare_bytes(const uint8_t *got, long long n, uint64_t want, ui
   if (nown) atomicAdd(&out->own, nown);
 }
 
-__global__ void delay_kernel(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
 static counts *g_counts; /* device, one set per comparison */
 
 static counts compare(const mgpu_buf *b, uint64_t want, uint64_t stale, uint64_t own, int mode,
@@ -254,8 +245,7 @@ static void one_round(const mgpu_ctx *ctx, int c, int round, mgpu_buf *send, mgp
   mgpu_fill_pattern(send->ptr, n, my_seed, stale_iter(c, round), s);
   MGPU_CUDA(cudaStreamSynchronize(s));
   MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  delay_kernel<<<1, 1, 0, s>>>((unsigned long long)(kDelayUs * 1000.0));
-  MGPU_KERNEL();
+  mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
   mgpu_fill_pattern(send->ptr, n, my_seed, fresh_iter(c, round), s);
   t0 = mgpu_now_us();
   st = pingpong(send->ptr, recv->ptr, n, reps, s, comm);

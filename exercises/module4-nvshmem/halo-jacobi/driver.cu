@@ -113,15 +113,6 @@ static void launch_stencil(const float *in, float *out, int nx, int first, int l
   MGPU_KERNEL();
 }
 
-__global__ void delay_kernel(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
 static unsigned grid_for(long long n) {
   long long b = (n + kThreads - 1) / kThreads;
   if (b > 4096) b = 4096;
@@ -398,10 +389,7 @@ static void run_case(mgpu_ctx *ctx, int ci, cudaStream_t s) {
   MGPU_CUDA(cudaDeviceSynchronize());
   meet(ctx, "halo-start"); /* every PE's slabs are filled before anyone's first put */
   for (j = 0; j < kCalls; j++) {
-    if ((l.pe + j) % 2 == 1) {
-      delay_kernel<<<1, 1, 0, s>>>((unsigned long long)(kDelayUs * 1000.0));
-      MGPU_KERNEL();
-    }
+    if ((l.pe + j) % 2 == 1) mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
     halo_jacobi(&g, (long long)j * kItersPerCall, kItersPerCall, s);
   }
   wait_or_deadlock(ctx, s, "halo_jacobi");

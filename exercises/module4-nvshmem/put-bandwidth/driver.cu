@@ -30,16 +30,6 @@ enum { kIterations = 2, kGuard = 4096 };
 static const long long kDelayNs = 20LL * 1000 * 1000; /* before the fill of src */
 static const size_t kStage = (size_t)64 << 20;         /* host staging for the comparison */
 
-/* Sleeps `ns` nanoseconds of the GPU's global timer. */
-__global__ void delay_kernel(long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < (unsigned long long)ns);
-}
-
 /* The pattern "iteration" of the bytes PE `sender` sends in iteration `it`. */
 static int pattern_id(int it, int sender) { return 1 + it * 4096 + sender; }
 
@@ -141,8 +131,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
     MGPU_CUDA(cudaStreamSynchronize(stream));
     nvshmem_barrier_all(); /* every dst is poisoned before anyone sends */
 
-    delay_kernel<<<1, 1, 0, stream>>>(kDelayNs);
-    MGPU_KERNEL();
+    mgpu_delay(stream, kDelayNs);
     mgpu_fill_pattern(src.ptr, bytes, ctx->seed, pattern_id(it, me), stream);
     put_to_peer(dst.ptr, src.ptr, bytes, next, stream);
     MGPU_CUDA(cudaStreamSynchronize(stream));

@@ -30,16 +30,6 @@
 enum { kIterations = 3, kGuard = 4096 };
 static const long long kLateNs = 30LL * 1000 * 1000; /* how late the late PE starts */
 
-/* Sleeps `ns` nanoseconds of the GPU's global timer. */
-__global__ void late_start(long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < (unsigned long long)ns);
-}
-
 /* What hello_alloc returned, as every PE judges it. */
 enum { kAllocOK = 0, kAllocNull = 1, kAllocNotSymmetric = 2, kAllocTooSmall = 3 };
 
@@ -135,10 +125,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
     MGPU_CUDA(cudaStreamSynchronize(stream));
     nvshmem_barrier_all(); /* every inbox is poisoned before any PE sends */
 
-    if (npes > 1 && me == late) {
-      late_start<<<1, 1, 0, stream>>>(kLateNs);
-      MGPU_KERNEL();
-    }
+    if (npes > 1 && me == late) mgpu_delay(stream, kLateNs);
     ring_hello((float *)inbox.ptr, (const float *)mine.ptr, (size_t)n, stream);
     MGPU_CUDA(cudaMemcpyAsync(host, inbox.ptr, bytes, cudaMemcpyDeviceToHost, stream));
     MGPU_CUDA(cudaStreamSynchronize(stream));

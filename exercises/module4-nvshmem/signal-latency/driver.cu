@@ -44,16 +44,6 @@ enum { kIterations = 3, kPerfRounds = 50, kWatchdogS = 20 };
 static const long long kLateNs = 5LL * 1000 * 1000;
 static const size_t kChainBytes = (size_t)32 << 20; /* bytes per call in the correctness cases */
 
-/* Sleeps `ns` nanoseconds of the GPU's global timer. */
-__global__ void late_start(long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < (unsigned long long)ns);
-}
-
 static int rounds_for(size_t bytes) {
   size_t r = kChainBytes / (bytes ? bytes : 1);
   if (r < 32) r = 32;
@@ -212,10 +202,7 @@ static void run_case(mgpu_ctx *ctx, pingpong *pp, int case_index, cudaStream_t s
     mgpu_fill_pattern(keys.ptr, total, ctx->seed, key_iter(case_index, call, me), stream);
     MGPU_CUDA(cudaMemsetAsync(elapsed, 0, sizeof *elapsed, stream));
     const int late = (call == 1 && (me & 1) == 0) || (call == 2 && (me & 1) == 1);
-    if (late && !idle) {
-      late_start<<<1, 1, 0, stream>>>(kLateNs);
-      MGPU_KERNEL();
-    }
+    if (late && !idle) mgpu_delay(stream, kLateNs);
     pingpong_run(pp, (const uint8_t *)keys.ptr, (uint8_t *)received.ptr, bytes, rounds, elapsed,
                  stream);
     MGPU_CUDA(cudaMemcpyAsync(host, received.ptr, total, cudaMemcpyDeviceToHost, stream));

@@ -45,16 +45,6 @@ static const long long kMaxN = 16LL << 20;        /* floats: 64 MiB per PE */
 
 __device__ float busy_sink;
 
-/* Sleeps `ns` nanoseconds of the GPU's global timer. */
-__global__ void late_start(long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < (unsigned long long)ns);
-}
-
 /* Keeps every SM's issue slots busy for `ns` nanoseconds (launched on a second stream). */
 __global__ void busy(long long ns) {
   unsigned long long t0, t;
@@ -167,10 +157,7 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
 
   for (int k = 0; k < kCalls; k++) {
     const int late = (k + case_index) % npes, slow = (k + case_index + 1) % npes;
-    if (me == late) {
-      late_start<<<1, 1, 0, stream>>>(kLateNs);
-      MGPU_KERNEL();
-    }
+    if (me == late) mgpu_delay(stream, kLateNs);
     if (me == slow) {
       busy<<<sms, 1024, 0, busy_stream>>>(kBusyNs);
       MGPU_KERNEL();

@@ -56,15 +56,6 @@ static void expect_no_pending_error(const char *fn) {
   }
 }
 
-__global__ void delay_kernel(long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < (unsigned long long)ns);
-}
-
 /* Keeps an SM busy for `ns` without touching memory: every SM of the GPU, several blocks each. */
 __global__ void busy_kernel(long long ns) {
   unsigned long long t0, t;
@@ -89,8 +80,7 @@ static void check_pair(mgpu_ctx *ctx, const pair *p, const char *name, size_t n_
   mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba + 500, p->stream);
   MGPU_CUDA(cudaStreamSynchronize(p->stream));
 
-  delay_kernel<<<1, 1, 0, p->stream>>>(kDelayNs);
-  MGPU_KERNEL();
+  mgpu_delay(p->stream, kDelayNs);
   mgpu_fill_pattern(a_src.ptr, n_ab, ctx->seed, it_ab, p->stream);
   mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba, p->stream);
   exchange(b_dst.ptr, a_src.ptr, n_ab, a_dst.ptr, b_src.ptr, n_ba, p->a, p->b, p->stream);

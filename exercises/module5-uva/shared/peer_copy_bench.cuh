@@ -23,16 +23,6 @@ static void expect_no_pending_error(const char *fn) {
   }
 }
 
-
-__global__ void delay_kernel(long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < (unsigned long long)ns);
-}
-
 #include "peer_common.cuh"
 
 /* Misalignment of a case: "offK-..." -> K (0..15), else 0. */
@@ -62,8 +52,7 @@ static void run_case(mgpu_ctx *ctx, ring *g, const mgpu_case *c, int iter, uint8
   sync_all(g->n);
   for (int i = 0; i < g->n; i++) {
     MGPU_CUDA(cudaSetDevice(i));
-    delay_kernel<<<1, 1, 0, g->stream[i]>>>(kDelayNs);
-    MGPU_KERNEL();
+    mgpu_delay(g->stream[i], kDelayNs);
     mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter, g->stream[i]);
     learner_copy(i, (char *)dst[i].ptr + off, (const char *)src[i].ptr + off, bytes, g->stream[i]);
     MGPU_CUDA(cudaMemcpyAsync(snap[i].ptr, (const char *)dst[i].ptr + off, bytes, cudaMemcpyDefault, g->stream[i]));

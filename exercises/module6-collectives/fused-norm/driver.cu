@@ -414,10 +414,7 @@ static void fn_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, fn_bu
     AR_KERNEL();
     k_fill_gamma<<<ar_grid(sh->hidden), 256, 0, s->stream>>>(gam, sh->hidden, gkey);
     AR_KERNEL();
-    if (ordering) {
-      k_delay<<<1, 1, 0, s->stream>>>(kDelayNs);
-      AR_KERNEL();
-    }
+    if (ordering) mgpu_delay(s->stream, kDelayNs);
     k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
     AR_KERNEL();
     AR_CUDA(cudaMemsetAsync(res_out, 0xFF, sizeof(float) * (size_t)n, s->stream));

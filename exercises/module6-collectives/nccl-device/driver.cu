@@ -63,15 +63,6 @@ static const char *const kFn = "allreduce_device";
 
 /* ---- device helpers ------------------------------------------------------------------------ */
 
-__global__ void k_delay(long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < (unsigned long long)ns);
-}
-
 __global__ void k_poison(float *p, long long n) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -386,8 +377,7 @@ static void run_case(mgpu_ctx *ctx, world *w, const mgpu_case *c, int case_index
     const int late = (k % ctx->world) == ctx->rank;
     float *out = late ? hout_dev : (float *)dout.ptr;
     mgpu_barrier(ctx, "iteration"); /* every rank queues what follows within a fraction of a ms */
-    k_delay<<<1, 1, 0, w->stream>>>(late ? kLeadNs + kLateNs : kLeadNs);
-    MGPU_KERNEL();
+    mgpu_delay(w->stream, late ? kLeadNs + kLateNs : kLeadNs);
     mgpu_fill_exact_f32(w->in, n, ctx->seed, ctx->rank, iter, w->stream);
     if (late) {
       k_poison<<<256, 512, 0, w->stream>>>(out, n);

@@ -110,11 +110,6 @@ static __device__ __forceinline__ unsigned long long ar_globaltimer() {
   return t;
 }
 
-static __global__ void k_delay(long long ns) {
-  const unsigned long long t0 = ar_globaltimer();
-  while (ar_globaltimer() - t0 < (unsigned long long)ns) __nanosleep(1000);
-}
-
 static __global__ void k_fill_f32(float *p, long long n, float v) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = v;
@@ -542,10 +537,7 @@ static void ar_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, const
     const int who = (k / 3) % t->world;
     const int ordering = roles && k % 3 == 1 && who == t->me;
     const int stress = roles && k % 3 == 2 && who == t->me && t->world > 1;
-    if (ordering) {
-      k_delay<<<1, 1, 0, s->stream>>>(kDelayNs);
-      AR_KERNEL();
-    }
+    if (ordering) mgpu_delay(s->stream, kDelayNs);
     k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
     AR_KERNEL();
     AR_CUDA(cudaMemsetAsync(out->ptr, 0xFF, sizeof(float) * (size_t)n, s->stream));
