@@ -64,7 +64,8 @@ for m in sorted(root.glob(f"exercises/{mod}/*/exercise.yaml")):
     mid = re.search(r"^id:\s*(\S+)", text, re.M).group(1)
     if only and mid != only and mid.split("/")[-1] != only:
         continue
-    fails = re.search(r"^starter:\s*\n(?:\s+.*\n)*?\s+fails_at:\s*(\w+)", text, re.M)
+    fails = (re.search(r"^starter:\s*\n(?:\s+.*\n)*?\s+fails_at:\s*(\w+)", text, re.M)
+             or re.search(r"^starter:\s*\{[^}]*\bfails_at:\s*(\w+)", text, re.M))
     print(f"{mid}|solution|-|pass|0|")
     print(f"{mid}|starter|-|{fails.group(1) if fails else '?'}|0|")
     block = re.search(r"^variants:[ \t]*\n((?:[ \t]+.*\n|[ \t]*#.*\n|[ \t]*\n)*)", text + "\n", re.M)
