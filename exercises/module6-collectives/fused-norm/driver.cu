@@ -863,64 +863,30 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
   mgpu_init(&ctx, argc, argv);
-  if (ctx.world > AR_MAX_RANKS) {
-    char msg[120];
-    snprintf(msg, sizeof msg, "%s runs with at most %d ranks (symmetric buffers), this job has %d", AR_FN, AR_MAX_RANKS,
-             ctx.world);
-    mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, msg);
-  }
-  ar_state s;
-  memset(&s, 0, sizeof s);
-  s.ctx = &ctx;
-  MGPU_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  MGPU_CUDA(cudaStreamCreateWithFlags(&s.hog_stream, cudaStreamNonBlocking));
-  MGPU_CUDA(cudaEventCreateWithFlags(&s.hog_ev, cudaEventDisableTiming));
-  ar_check_exact_copy(&ctx, s.stream);
-
   /* The shapes of this run decide the buffers (every case is decoded here, so a bad one fails first). */
-  s.max_n = 1;
+  long long max_n = 1;
   for (int k = 0; k < ctx.ncases; k++) {
     const fn_shape sh = fn_decode(&ctx.cases[k]);
-    if (sh.n > s.max_n) s.max_n = sh.n;
+    if (sh.n > max_n) max_n = sh.n;
   }
   if (ctx.perf)
     for (int k = 0; k < ctx.nperf_cases; k++) {
       const fn_shape sh = fn_decode(&ctx.perf_cases[k]);
-      if (sh.n > s.max_n) s.max_n = sh.n;
+      if (sh.n > max_n) max_n = sh.n;
     }
-  s.scratch_floats = 2LL * ctx.world * s.max_n;
-  s.in_off = 0;
-  s.scratch_off = ar_align(sizeof(float) * (size_t)s.max_n);
-  s.flags_off = s.scratch_off + ar_align(sizeof(float) * (size_t)s.scratch_floats);
-  mgpu_symm_alloc(&ctx, "module6-fn", s.flags_off + sizeof(unsigned int) * AR_FLAG_WORDS, &s.symm);
-  MGPU_CUDA(cudaMalloc((void **)&s.decoy, s.flags_off + sizeof(unsigned int) * AR_FLAG_WORDS));
-
-  /* The hog: two blocks per SM on all SMs but kHogFreeSMs (allreduce_bench.cuh). */
-  int sms = 0;
-  MGPU_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
-  s.hog_blocks = sms > kHogFreeSMs ? 2 * (sms - kHogFreeSMs) : 0;
-  MGPU_CUDA(cudaFuncSetAttribute(k_hog, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogSmem));
-  MGPU_CUDA(cudaMalloc((void **)&s.hog_started, sizeof(unsigned int)));
-  MGPU_CUDA(cudaMemset(s.hog_started, 0, sizeof(unsigned int)));
+  ar_state s;
+  ar_setup(&s, &ctx, max_n, "module6-fn");
   MGPU_CUDA(cudaMalloc((void **)&g_fn_dstats, sizeof(fn_stats) * kMaxEpochs));
   g_fn_hstats = (fn_stats *)malloc(sizeof(fn_stats) * kMaxEpochs);
   if (!g_fn_hstats) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
 
   const char *layouts[3];
-  int nlayouts = 0;
-  layouts[nlayouts++] = "all";
-  if (ctx.world > 1) layouts[nlayouts++] = "solo";
-  if (ctx.world == 2) layouts[nlayouts++] = "reversed";
-  if (ctx.world >= 3) layouts[nlayouts++] = "split";
+  const int nlayouts = ar_layouts(&ctx, layouts);
   for (int k = 0; k < ctx.ncases; k++)
     for (int l = 0; l < nlayouts; l++) fn_run_case(&s, &ctx.cases[k], layouts[l]);
 
   if (ctx.perf && ctx.nperf_cases > 0) {
-    ar_require_distinct_gpus(&ctx);
-    ncclUniqueId id;
-    ncclComm_t comm = NULL;
-    mgpu_nccl_unique_id(&ctx, &id);
-    MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+    ncclComm_t comm = ar_baseline_comm(&ctx);
     fn_tally after;
     fn_tally_init(&after, 0);
     for (int k = 0; k < ctx.nperf_cases; k++) fn_run_perf(&s, &ctx.perf_cases[k], comm, &after);
@@ -929,14 +895,8 @@ int main(int argc, char **argv) {
     MGPU_NCCL(ncclCommDestroy(comm));
   }
 
-  MGPU_CUDA(cudaDeviceSynchronize());
-  mgpu_symm_free(&ctx, &s.symm);
-  MGPU_CUDA(cudaFree(s.decoy));
-  MGPU_CUDA(cudaFree(s.hog_started));
+  ar_teardown(&s);
   MGPU_CUDA(cudaFree(g_fn_dstats));
   free(g_fn_hstats);
-  MGPU_CUDA(cudaEventDestroy(s.hog_ev));
-  MGPU_CUDA(cudaStreamDestroy(s.hog_stream));
-  MGPU_CUDA(cudaStreamDestroy(s.stream));
   return mgpu_finish(&ctx);
 }

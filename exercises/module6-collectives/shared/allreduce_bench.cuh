@@ -973,63 +973,96 @@ static void ar_check_exact_copy(const mgpu_ctx *ctx, cudaStream_t stream) {
 
 static size_t ar_align(size_t x) { return (x + 4095) / 4096 * 4096; }
 
-static int ar_main(int argc, char **argv) {
-  mgpu_ctx ctx;
-  mgpu_init(&ctx, argc, argv);
-  if (ctx.world > AR_MAX_RANKS) {
+/* What every module-6 all-reduce driver does first, after mgpu_init: refuses more ranks than the
+ * symmetric buffers hold, then makes the streams, checks the exact-data copy, allocates the
+ * symmetric block (input, scratch and flags for max_n floats; `name` labels it) and the decoy,
+ * and sizes the hog. */
+static void ar_setup(ar_state *s, mgpu_ctx *ctx, long long max_n, const char *name) {
+  if (ctx->world > AR_MAX_RANKS) {
     char msg[120];
     snprintf(msg, sizeof msg, "%s runs with at most %d ranks (symmetric buffers), this job has %d", AR_FN, AR_MAX_RANKS,
-             ctx.world);
+             ctx->world);
     mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, msg);
   }
-  ar_state s;
-  memset(&s, 0, sizeof s);
-  s.ctx = &ctx;
-  MGPU_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  MGPU_CUDA(cudaStreamCreateWithFlags(&s.hog_stream, cudaStreamNonBlocking));
-  MGPU_CUDA(cudaEventCreateWithFlags(&s.hog_ev, cudaEventDisableTiming));
-  ar_check_exact_copy(&ctx, s.stream);
+  memset(s, 0, sizeof *s);
+  s->ctx = ctx;
+  MGPU_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  MGPU_CUDA(cudaStreamCreateWithFlags(&s->hog_stream, cudaStreamNonBlocking));
+  MGPU_CUDA(cudaEventCreateWithFlags(&s->hog_ev, cudaEventDisableTiming));
+  ar_check_exact_copy(ctx, s->stream);
 
-  /* The sizes of this run decide the buffers. */
-  s.max_n = 1;
-  for (int k = 0; k < ctx.ncases; k++)
-    if (ctx.cases[k].n > s.max_n) s.max_n = ctx.cases[k].n;
-  if (ctx.perf)
-    for (int k = 0; k < ctx.nperf_cases; k++)
-      if (ctx.perf_cases[k].n > s.max_n) s.max_n = ctx.perf_cases[k].n;
-  s.scratch_floats = 2LL * ctx.world * s.max_n;
-  s.in_off = 0;
-  s.scratch_off = ar_align(sizeof(float) * (size_t)s.max_n);
-  s.flags_off = s.scratch_off + ar_align(sizeof(float) * (size_t)s.scratch_floats);
-  mgpu_symm_alloc(&ctx, "module6-ar", s.flags_off + sizeof(unsigned int) * AR_FLAG_WORDS, &s.symm);
-  MGPU_CUDA(cudaMalloc((void **)&s.decoy, s.flags_off + sizeof(unsigned int) * AR_FLAG_WORDS));
+  s->max_n = max_n < 1 ? 1 : max_n;
+  s->scratch_floats = 2LL * ctx->world * s->max_n;
+  s->in_off = 0;
+  s->scratch_off = ar_align(sizeof(float) * (size_t)s->max_n);
+  s->flags_off = s->scratch_off + ar_align(sizeof(float) * (size_t)s->scratch_floats);
+  mgpu_symm_alloc(ctx, name, s->flags_off + sizeof(unsigned int) * AR_FLAG_WORDS, &s->symm);
+  MGPU_CUDA(cudaMalloc((void **)&s->decoy, s->flags_off + sizeof(unsigned int) * AR_FLAG_WORDS));
 
   /* The hog: two blocks per SM on all SMs but kHogFreeSMs. */
   int sms = 0;
-  MGPU_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.device));
-  s.hog_blocks = sms > kHogFreeSMs ? 2 * (sms - kHogFreeSMs) : 0;
+  MGPU_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device));
+  s->hog_blocks = sms > kHogFreeSMs ? 2 * (sms - kHogFreeSMs) : 0;
   MGPU_CUDA(cudaFuncSetAttribute(k_hog, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogSmem));
-  MGPU_CUDA(cudaMalloc((void **)&s.hog_started, sizeof(unsigned int)));
-  MGPU_CUDA(cudaMemset(s.hog_started, 0, sizeof(unsigned int)));
+  MGPU_CUDA(cudaMalloc((void **)&s->hog_started, sizeof(unsigned int)));
+  MGPU_CUDA(cudaMemset(s->hog_started, 0, sizeof(unsigned int)));
+}
+
+/* The team layouts every case runs on: the whole job, each rank alone, and the whole job reversed
+ * (2 ranks) or split into even and odd ranks (3 or more). Returns how many. */
+static int ar_layouts(const mgpu_ctx *ctx, const char *layouts[3]) {
+  int n = 0;
+  layouts[n++] = "all";
+  if (ctx->world > 1) layouts[n++] = "solo";
+  if (ctx->world == 2) layouts[n++] = "reversed";
+  if (ctx->world >= 3) layouts[n++] = "split";
+  return n;
+}
+
+/* A communicator of all ranks for the NCCL baseline (distinct GPUs required). */
+static ncclComm_t ar_baseline_comm(mgpu_ctx *ctx) {
+  ar_require_distinct_gpus(ctx);
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  mgpu_nccl_unique_id(ctx, &id);
+  MGPU_NCCL(ncclCommInitRank(&comm, ctx->world, id, ctx->rank));
+  return comm;
+}
+
+/* Undoes ar_setup once the GPU is idle. */
+static void ar_teardown(ar_state *s) {
+  MGPU_CUDA(cudaDeviceSynchronize());
+  mgpu_symm_free(s->ctx, &s->symm);
+  MGPU_CUDA(cudaFree(s->decoy));
+  MGPU_CUDA(cudaFree(s->hog_started));
+  MGPU_CUDA(cudaEventDestroy(s->hog_ev));
+  MGPU_CUDA(cudaStreamDestroy(s->hog_stream));
+  MGPU_CUDA(cudaStreamDestroy(s->stream));
+}
+
+static int ar_main(int argc, char **argv) {
+  mgpu_ctx ctx;
+  mgpu_init(&ctx, argc, argv);
+  /* The sizes of this run decide the buffers. */
+  long long max_n = 1;
+  for (int k = 0; k < ctx.ncases; k++)
+    if (ctx.cases[k].n > max_n) max_n = ctx.cases[k].n;
+  if (ctx.perf)
+    for (int k = 0; k < ctx.nperf_cases; k++)
+      if (ctx.perf_cases[k].n > max_n) max_n = ctx.perf_cases[k].n;
+  ar_state s;
+  ar_setup(&s, &ctx, max_n, "module6-ar");
   MGPU_CUDA(cudaMalloc((void **)&s.d_stats, sizeof(ar_stats) * kMaxEpochs));
   s.h_stats = (ar_stats *)malloc(sizeof(ar_stats) * kMaxEpochs);
   if (!s.h_stats) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
 
   const char *layouts[3];
-  int nlayouts = 0;
-  layouts[nlayouts++] = "all";
-  if (ctx.world > 1) layouts[nlayouts++] = "solo";
-  if (ctx.world == 2) layouts[nlayouts++] = "reversed";
-  if (ctx.world >= 3) layouts[nlayouts++] = "split";
+  const int nlayouts = ar_layouts(&ctx, layouts);
   for (int k = 0; k < ctx.ncases; k++)
     for (int l = 0; l < nlayouts; l++) ar_run_case(&s, &ctx.cases[k], layouts[l]);
 
   if (ctx.perf && ctx.nperf_cases > 0) {
-    ar_require_distinct_gpus(&ctx);
-    ncclUniqueId id;
-    ncclComm_t comm = NULL;
-    mgpu_nccl_unique_id(&ctx, &id);
-    MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+    ncclComm_t comm = ar_baseline_comm(&ctx);
     ar_tally after;
     ar_tally_init(&after, 0);
     for (int k = 0; k < ctx.nperf_cases; k++) ar_run_perf(&s, &ctx.perf_cases[k], comm, &after);
@@ -1038,15 +1071,9 @@ static int ar_main(int argc, char **argv) {
     MGPU_NCCL(ncclCommDestroy(comm));
   }
 
-  MGPU_CUDA(cudaDeviceSynchronize());
-  mgpu_symm_free(&ctx, &s.symm);
-  MGPU_CUDA(cudaFree(s.decoy));
-  MGPU_CUDA(cudaFree(s.hog_started));
+  ar_teardown(&s);
   MGPU_CUDA(cudaFree(s.d_stats));
   free(s.h_stats);
-  MGPU_CUDA(cudaEventDestroy(s.hog_ev));
-  MGPU_CUDA(cudaStreamDestroy(s.hog_stream));
-  MGPU_CUDA(cudaStreamDestroy(s.stream));
   return mgpu_finish(&ctx);
 }
 
