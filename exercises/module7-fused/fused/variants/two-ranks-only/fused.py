@@ -1,5 +1,5 @@
-"""module7/fused — variant two-ranks-only: pulls the pieces of rank 1 - rank only:
-the gather of a pair, which misses ranks on 3 or more."""
+"""module7/fused — variant two-ranks-only: pulls the pieces of the next rank only
+(the other rank, on two): the gather of a pair, which misses ranks on 3 or more."""
 import torch
 import triton
 import triton.language as tl
@@ -48,7 +48,7 @@ def fused_ag_gemm(ctx, b_shard, out):
     # of their own so that the GEMM below does not queue behind them.
     ctx.copy_stream.wait_stream(cur)
     with torch.cuda.stream(ctx.copy_stream):
-        for p in [1 - ctx.rank]:
+        for p in [(ctx.rank + 1) % ctx.world]:  # "the other rank"
             for i in range(ctx.splits):
                 ctx.pull(p, i)
     a = ctx.gathered
