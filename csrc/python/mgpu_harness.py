@@ -926,6 +926,52 @@ class Harness:
         self.real("torch.distributed.all_reduce")(t, op=dist.ReduceOp.MAX)
         return t.tolist()
 
+    def wait_gpu(self, timeout_s):
+        """Waits, polling, for the work queued so far on the current stream, at most timeout_s
+        seconds. Returns False when it had not finished by then (a hang, which the driver
+        reports in its own words); an error of that work surfaces as RuntimeError. GPU only."""
+        ev = torch.cuda.Event()
+        ev.record()
+        deadline = time.monotonic() + timeout_s
+        while not ev.query():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0002)
+        torch.cuda.synchronize()
+        return True
+
+    def device_time(self, fn, iters=20, samples=5, gated=False):
+        """Median over samples of the GPU time of one fn() call (µs, slowest rank), for values
+        reported for information (no timing record). Each sample: every rank meets at a
+        barrier, then iters calls back to back between CUDA events. gated=True queues the calls
+        behind a sleep of the stream longer than the host takes to queue them (as time_pair's
+        gated samples), so the figure leaves out the host's launch cost. Every rank must call
+        it: it meets the others. GPU only."""
+        for _ in range(2):
+            fn()
+        gate = 0
+        if gated:
+            torch.cuda.synchronize()
+            w0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            host_us = (time.perf_counter() - w0) * 1e6
+            gate = int((2 * host_us + 200) * self._sleep_cycles_per_us())
+        per = []
+        for _ in range(samples):
+            self._sync()
+            e0 = torch.cuda.Event(enable_timing=True)
+            e1 = torch.cuda.Event(enable_timing=True)
+            if gate:
+                torch.cuda._sleep(gate)
+            e0.record()
+            for _ in range(iters):
+                fn()
+            e1.record()
+            e1.synchronize()
+            per.append(e0.elapsed_time(e1) * 1e3 / iters)
+        return statistics.median(self.max_over_ranks(per))
+
     def _sleep_cycles_per_us(self):
         """Cycles of torch.cuda._sleep per µs on this GPU, measured once."""
         if getattr(self, "_cycles_per_us", None) is None:

@@ -34,9 +34,7 @@ What each call must survive (the contract in task.md):
 Integer-valued float32 data: sums are exact in any order, and every element must match.
 """
 import os
-import statistics
 import sys
-import time
 import traceback
 
 import torch
@@ -198,22 +196,18 @@ class Team:
 
     def settle(self, case, n):
         """Waits for the GPU with a watchdog: a hang or a fault becomes the learner's error."""
-        deadline = time.monotonic() + WATCHDOG_S
         try:
-            ev = torch.cuda.Event()
-            ev.record()
-            while not ev.query():
-                if time.monotonic() > deadline:
-                    h.fail("learner", "one_shot_all_reduce",
-                           f"case {case}: your kernel had not finished {WATCHDOG_S:.0f} s after "
-                           f"call {self.calls} on {self.describe()}, {n} elements: a wait that "
-                           "never ends. Does every rank signal every peer of the team, at the "
-                           "word the peer polls, with the value it waits for in this epoch? "
-                           "Does the grid have the same number of programs on every rank?")
-                time.sleep(0.0002)
-            torch.cuda.synchronize()
+            done = h.wait_gpu(WATCHDOG_S)
         except RuntimeError as e:
             self.fault(e, case, n)
+            return
+        if not done:
+            h.fail("learner", "one_shot_all_reduce",
+                   f"case {case}: your kernel had not finished {WATCHDOG_S:.0f} s after "
+                   f"call {self.calls} on {self.describe()}, {n} elements: a wait that "
+                   "never ends. Does every rank signal every peer of the team, at the "
+                   "word the peer polls, with the value it waits for in this epoch? "
+                   "Does the grid have the same number of programs on every rank?")
 
     def fault(self, e, case, n):
         text = str(e)
@@ -417,25 +411,6 @@ if "ordering" in h.cases:
 # ---- performance -------------------------------------------------------------------------------
 
 
-def time_alone(fn, iters=50, samples=7):
-    """Median over samples of the device time per call (µs, slowest rank), for information."""
-    for _ in range(3):
-        fn()
-    per = []
-    for _ in range(samples):
-        _barrier()
-        torch.cuda.synchronize()
-        e0 = torch.cuda.Event(enable_timing=True)
-        e1 = torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(iters):
-            fn()
-        e1.record()
-        e1.synchronize()
-        per.append(e0.elapsed_time(e1) * 1e3 / iters)
-    return statistics.median(h.max_over_ranks(per))
-
-
 if h.timing:
     cap_base = max(list(h.perf_cases.values()) + [1])
     base_buf, _, _ = _symmetric(cap_base, world_group, "baseline's")
@@ -469,7 +444,7 @@ if h.timing:
                    "one_shot_all_reduce_copy_out gave a wrong sum; the timing is not trusted")
         t = torch.zeros(n, dtype=torch.float32, device=dev)  # its values do not matter
         h.value(f"NCCL all_reduce, {name} (for information)",
-                time_alone(lambda: _all_reduce(t)), "us")
+                h.device_time(lambda: _all_reduce(t), iters=50, samples=7), "us")
 else:
     h.note("performance not timed on this run (MGPU_PERF=0)")
 

@@ -47,9 +47,7 @@ form, the GEMM alone and the copy-engine gather alone are timed for information:
 form cannot beat max(GEMM alone, gather alone).
 """
 import os
-import statistics
 import sys
-import time
 import traceback
 
 import torch
@@ -262,22 +260,18 @@ def missing_pulls(ctx, state, case):
 
 
 def settle(ctx, case):
-    deadline = time.monotonic() + WATCHDOG_S
     try:
-        ev = torch.cuda.Event()
-        ev.record()
-        while not ev.query():
-            if time.monotonic() > deadline:
-                h.fail("learner", "fused_ag_gemm",
-                       f"case {case}: your kernel had not finished {WATCHDOG_S:.0f} s after call "
-                       f"{ctx.epoch}: a wait that never ends. Does each tile wait only for the "
-                       "pieces its rows lie in (piece of row r: p = r // m, i = (r % m) // "
-                       "rows_per_split, index p * splits + i), for a value of at least "
-                       "ctx.epoch, and was every piece pulled?")
-            time.sleep(0.0002)
-        torch.cuda.synchronize()
+        done = h.wait_gpu(WATCHDOG_S)
     except RuntimeError as e:
         fault(e, case)
+        return
+    if not done:
+        h.fail("learner", "fused_ag_gemm",
+               f"case {case}: your kernel had not finished {WATCHDOG_S:.0f} s after call "
+               f"{ctx.epoch}: a wait that never ends. Does each tile wait only for the "
+               "pieces its rows lie in (piece of row r: p = r // m, i = (r % m) // "
+               "rows_per_split, index p * splits + i), for a value of at least "
+               "ctx.epoch, and was every piece pulled?")
 
 
 def data(m, K, cols, it, ci):
@@ -419,46 +413,6 @@ if "ordering" in h.cases:
 # ---- performance -------------------------------------------------------------------------------
 
 
-def cycles_per_us():
-    """Cycles of torch.cuda._sleep per µs on this GPU."""
-    torch.cuda.synchronize()
-    e0 = torch.cuda.Event(enable_timing=True)
-    e1 = torch.cuda.Event(enable_timing=True)
-    e0.record()
-    torch.cuda._sleep(2_000_000)
-    e1.record()
-    e1.synchronize()
-    return 2_000_000 / max(e0.elapsed_time(e1) * 1e3, 1.0)
-
-
-def time_alone(fn, iters=20, samples=5):
-    """Median over samples of the device time per call (µs, slowest rank), for information.
-    Gated like the exercise's timing: the calls are queued behind a sleep of the stream that
-    outlasts the host's queueing, so the figure is the GPU's time without the launch cost."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    w0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    host_us = (time.perf_counter() - w0) * 1e6
-    gate = int((2 * host_us + 200) * CYCLES_PER_US)
-    per = []
-    for _ in range(samples):
-        _barrier()
-        torch.cuda.synchronize()
-        e0 = torch.cuda.Event(enable_timing=True)
-        e1 = torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(gate)
-        e0.record()
-        for _ in range(iters):
-            fn()
-        e1.record()
-        e1.synchronize()
-        per.append(e0.elapsed_time(e1) * 1e3 / iters)
-    return statistics.median(h.max_over_ranks(per))
-
-
 def p2p(send, to, recv, frm):
     """One send and one receive started together (the baseline's and the warm-up's). P2POp
     accepts only the isend and irecv that torch.distributed's own module holds now: this
@@ -488,7 +442,6 @@ def chunked(a, b, y):
 
 
 if h.timing:
-    CYCLES_PER_US = cycles_per_us()
     if W > 1:  # NCCL connects point-to-point lazily, blocking the host: not inside a timing
         t = torch.zeros(4, device=dev)
         u = torch.empty_like(t)
@@ -541,11 +494,12 @@ if h.timing:
             torch.cuda.current_stream().wait_stream(copy_stream)
 
         h.value(f"{name}: GEMM alone, torch.matmul of the gathered A (for information)",
-                time_alone(lambda: _matmul(buf, b, out=yb)), "us")
+                h.device_time(lambda: _matmul(buf, b, out=yb), gated=True), "us")
         h.value(f"{name}: copy-engine gather alone, the same pulls (for information)",
-                time_alone(gather_alone), "us")
+                h.device_time(gather_alone, gated=True), "us")
         h.value(f"{name}: unfused, all_gather_into_tensor then matmul (for information)",
-                time_alone(lambda: (_all_gather(buf, a), _matmul(buf, b, out=yb))), "us")
+                h.device_time(lambda: (_all_gather(buf, a), _matmul(buf, b, out=yb)), gated=True),
+                "us")
 else:
     h.note("performance not timed on this run (MGPU_PERF=0)")
 
