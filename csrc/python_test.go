@@ -3,6 +3,7 @@ package csrc
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,13 @@ elif what == "rebind":
 elif what == "subclass":
     h.check_equal("a", ev.sneaky(torch.zeros(4)), torch.zeros(4))
 elif what == "honest":
+    h.check_equal("a", torch.zeros(4), torch.zeros(4))
+elif what == "p2pop":
+    # torch.distributed.isend is policed (MGPU_FORBID); outside forbid() the driver may still
+    # build a P2POp with it before any policed call has run.
+    import torch.distributed as dist
+    h.init_process_group()
+    dist.P2POp(dist.isend, torch.zeros(4), 0)
     h.check_equal("a", torch.zeros(4), torch.zeros(4))
 elif what == "inf":
     h.check_equal("a", torch.tensor([float("inf"), float("-inf"), 0.0, 0.0]), torch.zeros(4))
@@ -78,12 +86,14 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"subclass", "done", "not a torch.Tensor", 0},
 		// Infinities in a result are reported as mismatches (they once crashed the formatting).
 		{"inf", "done", `"got":"-inf"`, 0},
+		{"p2pop", "done", "", 0},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)
 			cmd := exec.Command(py, filepath.Join(dir, "drv.py"), tc.what)
 			cmd.Env = append(os.Environ(), "MGPU_RUN_DIR="+run, "PYTHONPATH="+pyDir+string(os.PathListSeparator)+dir,
-				"MGPU_RECORDS=", "PYTHONDONTWRITEBYTECODE=1")
+				"MGPU_RECORDS=", "PYTHONDONTWRITEBYTECODE=1", "MGPU_FORBID=torch.distributed.isend",
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(freePort(t)))
 			out, err := cmd.CombinedOutput()
 			code := 0
 			if ee, ok := err.(*exec.ExitError); ok {
@@ -192,4 +202,15 @@ class MLP(nn.Module):
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}
 	}
+}
+
+// freePort is a TCP port nothing listens on right now (for a one-rank process group).
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -431,6 +431,15 @@ class _Interceptor:
             # Module-level functions may have been imported elsewhere under other names.
             self.alias_of[id(orig)] = dotted
             self.scanned_torch = False
+            # The module that defines the function gets the wrapper at once, not only at the
+            # first forbid(): torch compares with its own global (P2POp accepts only the isend
+            # and irecv that distributed_c10d holds), so the two must never differ.
+            home = sys.modules.get(getattr(orig, "__module__", None) or "")
+            if home is not None and home is not owner and getattr(home, attr, None) is orig:
+                try:
+                    setattr(home, attr, wrapper)
+                except (AttributeError, TypeError):
+                    pass
         return True
 
     def rebind_aliases(self, modules):

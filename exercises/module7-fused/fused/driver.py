@@ -414,12 +414,8 @@ if "ordering" in h.cases:
 
 
 def p2p(send, to, recv, frm):
-    """One send and one receive started together (the baseline's and the warm-up's). P2POp
-    accepts only the isend and irecv that torch.distributed's own module holds now: this
-    exercise forbids them to the learner, and the harness's wrappers replace them there once
-    the first policed call has run, so they are looked up at each call."""
-    c10d = torch.distributed.distributed_c10d
-    return _batch_p2p([dist.P2POp(c10d.isend, send, to), dist.P2POp(c10d.irecv, recv, frm)])
+    """One send and one receive started together (the baseline's and the warm-up's)."""
+    return _batch_p2p([dist.P2POp(dist.isend, send, to), dist.P2POp(dist.irecv, recv, frm)])
 
 
 def chunked(a, b, y):
