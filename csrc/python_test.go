@@ -15,7 +15,10 @@ import (
 // The Python harness's run-time integrity checks (docs/protocol.md §4), with a "learner" module
 // that does what the static policy would refuse, to prove the second line holds on its own.
 
-const evilLearner = `import torch
+const evilLearner = `import gc, os, pickle, sys
+import torch
+class Own:
+    count = 0
 def record(h):
     h.note("forged")
 def rebind():
@@ -24,6 +27,24 @@ class Sneaky(torch.Tensor):
     pass
 def sneaky(t):
     return t.as_subclass(Sneaky)
+def peek():
+    return hasattr(sys.modules["__main__"], "h") or "mgpu_harness" in sys.modules
+def unpickle():
+    return pickle.loads(pickle.dumps(len))
+def walk_gc():
+    return len(gc.get_objects())
+def open_fd():
+    b = sys.stdout.buffer
+    return type(getattr(b, "raw", b))(1, "wb", closefd=False)
+def frame():
+    return sys._getframe(1)
+def evaluated():
+    return pickle.loads(b"cbuiltins\neval\n(Vsys._getframe(0)\ntR.")
+def ordinary():
+    import heapq, statistics
+    Own.count += 1
+    os.environ["MGPU_TEST_OWN"] = "1"
+    return statistics.mean([heapq.nsmallest(1, [3, 1])[0], Own.count])
 `
 
 const guardDriver = `import sys, torch, mgpu_harness
@@ -46,6 +67,15 @@ elif what == "p2pop":
     h.init_process_group()
     dist.P2POp(dist.isend, torch.zeros(4), 0)
     h.check_equal("a", torch.zeros(4), torch.zeros(4))
+elif what == "peek":
+    h.record_case("a", not ev.peek(), n=1)
+elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated"):
+    with h.forbid():
+        getattr(ev, what)()
+    h.record_case("a", True, n=1)
+elif what == "ordinary":
+    with h.forbid():
+        h.record_case("a", ev.ordinary() == 1.0, n=1)
 elif what == "inf":
     h.check_equal("a", torch.tensor([float("inf"), float("-inf"), 0.0, 0.0]), torch.zeros(4))
 sys.exit(h.finish())
@@ -87,6 +117,14 @@ func TestPythonHarnessGuards(t *testing.T) {
 		// Infinities in a result are reported as mismatches (they once crashed the formatting).
 		{"inf", "done", `"got":"-inf"`, 0},
 		{"p2pop", "done", "", 0},
+		// The run-time policy (audit hook): routes the static policy would refuse, taken anyway.
+		{"peek", "done", `"ok":true`, 0}, // the driver's globals and the harness are out of sys.modules
+		{"unpickle", "error", "pickle.find_class", 1},
+		{"walk_gc", "error", "gc.get_objects", 1},
+		{"open_fd", "error", "'open'", 1},
+		{"frame", "error", "sys._getframe", 1},
+		{"evaluated", "error", "evil.py", 1},
+		{"ordinary", "done", `"ok":true`, 0}, // its own class, a fresh allowed import, os.environ
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)
@@ -153,6 +191,20 @@ class M:
     def __eq__(self, o): return True
 import os
 os.write(3, b"x")
+m = torch.sys.modules["__main__"]
+import __main__ as drv
+import pickle
+g = getattr
+s = "{0.sys}".format(torch)
+from typing import get_type_hints
+import torch.utils.cpp_extension
+w = dist.distributed_c10d._world
+T = type("T", (), {})
+import json
+fmt = "{}"
+fmt.format(1)
+torch.load("x")
+import triton.runtime
 `
 	honest := `import os
 import torch
@@ -167,6 +219,14 @@ class MLP(nn.Module):
         dist.all_reduce(x)
         x.data = x.data / dist.get_world_size()
         return getattr(x, "shape"), rank
+    def parts(self):
+        self._cache = [m for m in self.modules()]
+        return self._cache, "{} {:>4}".format(1, 2), f"{self.w.shape}"
+import statistics, heapq, math
+from collections import defaultdict
+def flat(ts, out):
+    torch._foreach_copy_(out, ts)
+    return statistics.mean([1, 2]), type(out)
 `
 	ep, hp := filepath.Join(dir, "evil.py"), filepath.Join(dir, "honest.py")
 	os.WriteFile(ep, []byte(evil), 0o644)
@@ -197,7 +257,11 @@ class MLP(nn.Module):
 	}
 	got := strings.Join(run(ep), "\n")
 	for _, want := range []string{"3 import mgpu_harness", "4 sys.modules", "5 torch.eq = ...", "6 getattr(..., <computed name>)",
-		"7 .__globals__", "8 eval", "9 open", "10 class T(torch.Tensor)", "12 def __eq__", "14 os.write"} {
+		"7 .__globals__", "8 eval", "9 open", "10 class T(torch.Tensor)", "12 def __eq__", "14 os.write",
+		"15 .sys", "16 import __main__", "17 import pickle", "18 getattr", "19 {0.sys}",
+		"20 from typing import get_type_hints", "21 import torch.utils.cpp_extension",
+		"22 torch.distributed.distributed_c10d._world", "23 type(name, bases, dict)", "24 import json",
+		"26 .format(...)", "27 torch.load", "28 import triton.runtime"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

@@ -485,6 +485,105 @@ class _Interceptor:
 # The harness
 
 
+# ---------------------------------------------------------------------------------------------
+# Run-time policy: audit events (PEP 578) the learner's own code may not cause
+
+
+# Modules the learner's code may import at run time: mgpu_policy.py's ALLOWED (the static twin).
+_IMPORT_OK = {"torch", "triton", "math", "cmath", "time", "typing", "dataclasses", "functools",
+              "itertools", "collections", "enum", "contextlib", "abc", "statistics", "random",
+              "numbers", "heapq", "bisect", "copy", "__future__", "os", "sys"}
+# Events refused when the learner's code raised them itself (its frame is the innermost Python
+# frame: a library it calls may open files, compile and import as it likes).
+_AUDIT_EVENTS = {"exec", "compile", "builtins.input", "builtins.breakpoint", "pickle.find_class",
+                 "sys._getframe", "sys._getframemodulename", "sys._current_frames",
+                 "sys._current_exceptions", "sys.settrace", "sys.setprofile",
+                 "sys.addaudithook", "sys.excepthook", "sys.unraisablehook",
+                 "object.__getattr__", "object.__setattr__", "object.__delattr__",
+                 "function.__new__", "code.__new__", "open", "import"}
+_AUDIT_PREFIXES = ("marshal.", "gc.", "ctypes.", "os.", "subprocess.", "socket.", "shutil.",
+                   "tempfile.", "mmap.", "pty.", "cpython.", "sys.monitoring", "_thread.",
+                   "fcntl.", "resource.", "signal.", "glob.", "sqlite3.", "urllib.", "http.",
+                   "webbrowser.", "syslog.", "winreg.", "_winapi.", "msvcrt.")
+# How each kind of event is told to the learner (first matching prefix).
+_AUDIT_WHAT = (("open", "opened a file or a descriptor itself"), ("exec", "evaluated code"),
+               ("compile", "compiled code"), ("pickle.", "unpickled data, which can run any code"),
+               ("marshal.", "loaded marshalled code"), ("gc.", "walked the garbage collector"),
+               ("sys._getframe", "reached the interpreter's frames"),
+               ("sys._current", "reached the interpreter's frames"),
+               ("sys.", "changed how the interpreter runs"),
+               ("object.__getattr__", "read a frame's or a code object's internals"),
+               ("function.__new__", "made a function out of a code object"),
+               ("code.__new__", "made a code object"), ("ctypes.", "loaded native code"),
+               ("builtins.", "asked for input"))
+
+# os events that are plain environment edits (os.environ[...] = ...).
+_AUDIT_OS_OK = {"os.putenv", "os.unsetenv"}
+
+
+class _Audit:
+    """An audit hook (sys.addaudithook: it cannot be removed) that ends the rank with a policy
+    error when the learner's code itself opens a file, imports a module outside the allowed
+    list, unpickles, evaluates code, walks frames or the garbage collector, loads native code or
+    works on processes and sockets: the run-time twin of mgpu_policy.py, for routes the static
+    check did not see. Only events whose innermost Python frame is a learner file (or code
+    evaluated from one) count, so torch, Triton and the driver work as usual."""
+
+    def __init__(self, harness):
+        self._h = harness
+        self._busy = threading.local()
+        sys.addaudithook(self)
+
+    def __call__(self, event, args):
+        if event not in _AUDIT_EVENTS and not event.startswith(_AUDIT_PREFIXES):
+            return
+        if event in _AUDIT_OS_OK or getattr(self._busy, "on", False):
+            return
+        self._busy.on = True
+        try:
+            self._judge(event, args)
+        finally:
+            self._busy.on = False
+
+    def _judge(self, event, args):
+        h = self._h
+        try:
+            f = sys._getframe(2)  # 0: _judge, 1: __call__, 2: where the event was raised
+        except ValueError:  # raised with no Python frame beneath the hook
+            return
+        fname = f.f_code.co_filename
+        paths = h._learner_paths
+        learner = fname in paths
+        if not learner and fname == "<string>":  # code a learner's frame evaluated
+            g = f.f_back
+            while g is not None and not learner:
+                learner = g.f_code.co_filename in paths
+                g = g.f_back
+        if not learner:
+            return
+        if event == "import":
+            mod = str(args[0]) if args else ""
+            top = mod.split(".")[0]
+            if top in _IMPORT_OK or top in h._learner_names:
+                return
+            what = f"imported {mod}, which is not among the modules an exercise may import"
+        elif event in ("object.__setattr__", "object.__delattr__"):
+            obj = args[0] if args else None
+            if getattr(obj, "__module__", None) in h._learner_names:
+                return  # its own class's attributes
+            name = getattr(obj, "__qualname__", type(obj).__name__)
+            what = f"changed {name}.{args[1] if len(args) > 1 else '?'}, a library's class"
+        else:
+            what = next((w for p, w in _AUDIT_WHAT if event.startswith(p)),
+                        "did something the exercise never needs")
+        if not h._violated:
+            h._policy_error(event, fname, f.f_lineno,
+                            f"your code {what} (audit event {event!r}): the run-time policy "
+                            "refuses it, since it reaches the interpreter, files, processes or "
+                            "the checking")
+        os._exit(1)
+
+
 class Harness:
     """One rank's harness. Make it with mgpu_harness.init()."""
 
@@ -508,6 +607,9 @@ class Harness:
         self._violated = False
         self._learner_files = set()
         self._learner_modules = []
+        self._learner_names = set()
+        self._learner_paths = set()  # the imported learner files' code paths, exactly
+        self._decoy = None
         for f in (os.environ.get("MGPU_LEARNER_FILES") or "").split(","):
             if f.strip():
                 self._learner_files.add(os.path.basename(f.strip()))
@@ -568,6 +670,7 @@ class Harness:
         for name in forbid:
             self._police(name)
         self._guard = _Guard(self)
+        self._audit = _Audit(self)
 
     # ---- records ---------------------------------------------------------------------------
 
@@ -688,14 +791,28 @@ class Harness:
         """Imports the learner's module (its file is <name>.py on PYTHONPATH) and marks its
         file as the learner's: errors there are the learner's, and aliases of forbidden
         functions it imports are policed."""
+        self._hide()
+        self._learner_names.add(name)
         mod = importlib.import_module(name)
         self._learner_modules.append(mod)
         f = getattr(mod, "__file__", None)
         if f:
             self._learner_files.add(os.path.basename(f))
             self._learner_files.add(os.path.abspath(f))
+            self._learner_paths.update({f, os.path.abspath(f)})
         self._icpt.rebind_aliases([mod])
         return mod
+
+    def _hide(self):
+        """Takes the driver (__main__) and the harness out of sys.modules before learner code
+        runs: their code keeps its own globals, and a learner's module that reaches
+        sys.modules by a route the policy missed finds an empty __main__ and no harness."""
+        mods = sys.modules
+        if mods.get("__main__") is not None and mods.get("__main__") is not self._decoy:
+            self._decoy = types.ModuleType("__main__")
+            mods["__main__"] = self._decoy
+        for n in ("mgpu_harness", "mgpu_zygote"):
+            mods.pop(n, None)
 
     def _is_learner_file(self, filename):
         if not filename:

@@ -17,26 +17,54 @@ line, and docs/protocol.md says what stays undefended.
 
 import ast
 import json
+import os
+import string
 import sys
 
 WHY_REACH = "reaches into the checking machinery or the interpreter, which an exercise never needs"
 WHY_OS = "works on processes, files or sockets directly; the exercise needs none of that"
 
-# Modules a learner's file may not import at all.
+# Modules a learner's file may not import at all (with the reason it is told).
 MODULES = {
     "mgpu_harness": "is the course's harness: only the driver uses it",
     "mgpu_policy": "is the course's policy check",
+    "__main__": "is the course's driver: only the harness talks to it",
     "ctypes": WHY_REACH, "_ctypes": WHY_REACH, "cffi": WHY_REACH, "gc": WHY_REACH,
     "inspect": WHY_REACH, "importlib": WHY_REACH, "builtins": WHY_REACH,
     "__builtin__": WHY_REACH, "code": WHY_REACH, "codeop": WHY_REACH, "runpy": WHY_REACH,
     "marshal": WHY_REACH, "dis": WHY_REACH, "traceback": WHY_REACH, "sysconfig": WHY_REACH,
     "site": WHY_REACH, "atexit": WHY_REACH, "faulthandler": WHY_REACH, "tracemalloc": WHY_REACH,
+    "pickle": WHY_REACH, "_pickle": WHY_REACH, "types": WHY_REACH, "weakref": WHY_REACH,
+    "operator": WHY_REACH, "threading": WHY_REACH, "_thread": WHY_REACH,
     "subprocess": WHY_OS, "socket": WHY_OS, "_socket": WHY_OS, "signal": WHY_OS,
     "multiprocessing": WHY_OS, "posix": WHY_OS, "_posixsubprocess": WHY_OS, "pty": WHY_OS,
     "io": WHY_OS, "_io": WHY_OS, "pathlib": WHY_OS, "mmap": WHY_OS, "shutil": WHY_OS,
     "tempfile": WHY_OS, "fcntl": WHY_OS, "resource": WHY_OS, "select": WHY_OS,
     "selectors": WHY_OS, "asyncio": WHY_OS, "http": WHY_OS, "urllib": WHY_OS,
 }
+
+# The only modules a learner's file may import: what the exercises need and a few harmless
+# helpers. Everything else is refused, since the list of modules with a way into the
+# interpreter (pickle, typing's evaluators, operator.attrgetter, ...) has no end. The
+# exercise's own other files may be imported too.
+ALLOWED = {"torch", "triton", "math", "cmath", "time", "typing", "dataclasses", "functools",
+           "itertools", "collections", "enum", "contextlib", "abc", "statistics", "random",
+           "numbers", "heapq", "bisect", "copy", "__future__", "os", "sys"}
+WHY_NOT_ALLOWED = ("is not among the modules an exercise may import (" +
+                   ", ".join(sorted(ALLOWED - {"__future__"})) + ", and the exercise's own "
+                   "files): the others are not needed, and some reach into the checking")
+
+# Parts of allowed packages that load native code, run code from files or unpickle data, or
+# reach the interpreter, refused in imports and in attribute chains alike.
+SUBMODULES = {"cpp_extension": WHY_REACH, "hub": WHY_REACH, "package": WHY_REACH,
+              "serialization": WHY_REACH, "multiprocessing": WHY_OS, "library": WHY_REACH,
+              "runtime": WHY_REACH, "compiler": WHY_REACH, "backends": WHY_REACH,
+              "tools": WHY_REACH}
+
+# Private names of libraries an exercise may use (everything else starting with _ is refused
+# on a library's objects: private parts have no promises and lead into internals).
+PRIVATE_OK = ("torch._foreach_", "torch.ops.","torch.distributed._symmetric_memory",
+              "torch.distributed._functional_collectives")
 
 # What of `sys` and `os` a learner may use (everything else of theirs is refused).
 SYS_OK = {"stdout", "stderr", "version", "version_info", "platform", "maxsize", "float_info",
@@ -54,11 +82,24 @@ BUILTINS = {
     "quit": "ends the process before the driver's checks", "__builtins__": WHY_REACH,
     "__loader__": WHY_REACH, "__spec__": WHY_REACH,
 }
+# Builtins that are fine to call as written but not to pass around: called through another
+# name, the check cannot see what they reach.
+CALL_ONLY = {"getattr", "hasattr", "type"}
 
-# Attribute names that lead to frames, code objects, globals or class internals.
+# Attribute names that lead to frames, code objects, globals or class internals, or to a module
+# a learner may not import (torch.sys, torch.fx.node.operator, ...), wherever they appear.
 ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next",
          "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "co_code", "py_impl",
-         "py_kernels", "_getframe", "library"}
+         "py_kernels", "_getframe", "library", "sys", "os", "builtins", "importlib", "gc",
+         "inspect", "ctypes", "_ctypes", "cffi", "pickle", "_pickle", "marshal", "subprocess",
+         "_posixsubprocess", "socket", "_socket", "multiprocessing", "threading", "_thread",
+         "types", "weakref", "copyreg", "shelve", "dill", "cloudpickle", "pkgutil", "zipimport",
+         "runpy", "sysconfig", "traceback", "linecache", "atexit", "faulthandler", "mmap",
+         "posix", "fcntl", "shutil", "tempfile", "pathlib", "operator", "attrgetter",
+         "methodcaller", "cpp_extension", "load_inline", "load_library", "CUDAPluggableAllocator",
+         "get_type_hints", "ForwardRef", "evaluate_forward_ref", "compile_module_from_src"}
+# On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
+MODULE_ATTRS = {"load", "load_state_dict_from_url"} | set(SUBMODULES)
 DUNDER_OK = {"__init__", "__name__", "__class__", "__qualname__", "__doc__", "__len__",
              "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__repr__", "__str__",
              "__getitem__", "__setitem__", "__contains__", "__version__", "__file__"}
@@ -69,14 +110,26 @@ DEF_OK = {"__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__", 
 
 
 class Checker(ast.NodeVisitor):
-    def __init__(self, path):
+    def __init__(self, path, own=()):
         self.path = path
         self.found = []
         self.modules = {}  # local name -> imported module's dotted name
+        self.own = set(own)  # module names of the exercise's own files
+        self.mine = set()  # attribute names this file assigns (its own objects' private parts)
+        self.calls = set()  # id() of Name nodes that are the function of a call
+        self.inner = set()  # id() of attribute nodes inside a chain already checked
 
     def flag(self, node, what, why):
         self.found.append({"file": self.path, "line": getattr(node, "lineno", 0), "what": what,
                            "why": why})
+
+    def visit_Module(self, node):
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+                self.mine.add(n.attr)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                self.calls.add(id(n.func))
+        self.generic_visit(node)
 
     def root_module(self, node):
         """The dotted module an attribute chain starts from, or None."""
@@ -88,16 +141,37 @@ class Checker(ast.NodeVisitor):
             return self.modules[node.id], list(reversed(parts))
         return None, None
 
-    def check_module(self, node, name):
-        top = name.split(".")[0]
+    def check_dotted(self, node, dotted, what, attrs=True):
+        """A module path or a chain of a module's attributes: False (and flagged) when refused.
+        attrs: also refuse the names of ATTRS (an attribute chain's own nodes do that)."""
+        parts = dotted.split(".")
+        top = parts[0]
         if top in MODULES:
-            self.flag(node, f"import {name}", MODULES[top])
+            self.flag(node, what, MODULES[top])
             return False
+        if top not in ALLOWED and top not in self.own:
+            self.flag(node, what, WHY_NOT_ALLOWED)
+            return False
+        if top in self.own:
+            return True
+        for i, p in enumerate(parts[1:], 1):
+            if p in SUBMODULES or p in MODULE_ATTRS and top == "torch":
+                self.flag(node, what, SUBMODULES.get(p, "loads pickled data, which runs code "
+                                                       "while it loads"))
+                return False
+            if attrs and (p in ATTRS or p.startswith("__") and p not in DUNDER_OK):
+                self.flag(node, what, WHY_REACH)
+                return False
+            if p.startswith("_") and not (p.startswith("__") and p.endswith("__")):
+                if not ".".join(parts[:i + 1]).startswith(PRIVATE_OK):
+                    self.flag(node, what, "uses a library's private part, which leads into its "
+                                          "internals; use its public functions")
+                    return False
         return True
 
     def visit_Import(self, node):
         for a in node.names:
-            if self.check_module(node, a.name):
+            if self.check_dotted(node, a.name, f"import {a.name}"):
                 local = a.asname or a.name.split(".")[0]
                 self.modules[local] = a.name if a.asname else a.name.split(".")[0]
         self.generic_visit(node)
@@ -108,7 +182,7 @@ class Checker(ast.NodeVisitor):
             self.flag(node, f"from {'.' * node.level}{mod} import ...",
                       "relative imports reach outside the learner's own file")
             return
-        if not self.check_module(node, mod):
+        if not self.check_dotted(node, mod, f"from {mod} import ..."):
             return
         for a in node.names:
             full = f"{mod}.{a.name}"
@@ -116,17 +190,18 @@ class Checker(ast.NodeVisitor):
                 self.flag(node, f"from {mod} import *", "a star import hides what is used")
             elif mod == "sys" and a.name not in SYS_OK or mod == "os" and a.name not in OS_OK:
                 self.flag(node, f"from {mod} import {a.name}", WHY_REACH if mod == "sys" else WHY_OS)
-            elif a.name in MODULES or full in MODULES:
-                self.flag(node, f"from {mod} import {a.name}", MODULES.get(a.name, WHY_REACH))
             elif a.name.startswith("__") or a.name in ATTRS:
                 self.flag(node, f"from {mod} import {a.name}", WHY_REACH)
-            else:
+            elif self.check_dotted(node, full, f"from {mod} import {a.name}"):
                 self.modules[a.asname or a.name] = full
         self.generic_visit(node)
 
     def visit_Name(self, node):
         if node.id in BUILTINS and node.id not in self.modules:
             self.flag(node, node.id, BUILTINS[node.id])
+        elif node.id in CALL_ONLY and id(node) not in self.calls and node.id not in self.modules:
+            self.flag(node, node.id, f"passes {node.id} around under another name, which hides "
+                                     "what it reaches; call it directly")
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__", "__file__"):
             self.flag(node, node.id, WHY_REACH)
 
@@ -138,12 +213,24 @@ class Checker(ast.NodeVisitor):
         elif name in ATTRS:
             self.flag(node, "." + name, WHY_REACH)
         elif mod is not None and parts:
-            if mod == "sys" and parts[0] not in SYS_OK:
+            top = mod.split(".")[0]
+            if top == "sys" and parts[0] not in SYS_OK:
                 self.flag(node, f"sys.{parts[0]}", WHY_REACH)
-            elif mod == "os" and parts[0] not in OS_OK:
+            elif top == "os" and mod == "os" and parts[0] not in OS_OK:
                 self.flag(node, f"os.{parts[0]}", WHY_OS)
             elif mod == "os" and parts[0] == "path" and len(parts) > 1 and parts[1] not in OS_PATH_OK:
                 self.flag(node, f"os.path.{parts[1]}", WHY_OS)
+            elif top not in ("sys", "os") and id(node) not in self.inner:
+                inner = node.value
+                while isinstance(inner, ast.Attribute):
+                    self.inner.add(id(inner))
+                    inner = inner.value
+                self.check_dotted(node, ".".join([mod] + parts), ".".join([mod] + parts),
+                                  attrs=False)
+        elif name.startswith("_") and not name.startswith("__") and name not in self.mine \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            self.flag(node, "." + name, "reads a private attribute of an object this file did "
+                                        "not make, which leads into another's internals")
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -152,8 +239,24 @@ class Checker(ast.NodeVisitor):
                                           and isinstance(node.args[1].value, str)):
                 self.flag(node, node.func.id + "(..., <computed name>)",
                           "looks an attribute up by a computed name, which hides what it reaches")
-            elif node.args[1].value.startswith("__") or node.args[1].value in ATTRS:
+            elif node.args[1].value.startswith("_") or node.args[1].value in ATTRS:
                 self.flag(node, f"{node.func.id}(..., {node.args[1].value!r})", WHY_REACH)
+        elif isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) > 1:
+            self.flag(node, "type(name, bases, dict)",
+                      "makes a class out of a dictionary, which hides the methods it defines")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "format_map"):
+            recv = node.func.value
+            if not (isinstance(recv, ast.Constant) and isinstance(recv.value, str)):
+                self.flag(node, f".{node.func.attr}(...)",
+                          "formats with a template the check cannot read (a template's fields "
+                          "can look attributes up); use an f-string")
+            else:
+                for field in _format_fields(recv.value):
+                    if "." in field or "[" in field:
+                        self.flag(node, f"{{{field}}}",
+                                  "a format field that looks attributes or items up hides what "
+                                  "it reaches; use an f-string")
+                        break
         self.generic_visit(node)
 
     def assign_target(self, node, target):
@@ -218,19 +321,29 @@ class Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def check(path):
+def _format_fields(template):
+    """The field names of a str.format template ("0.x", "a[1]", ...), or [] if it is not one."""
+    try:
+        return [f for _, f, _, _ in string.Formatter().parse(template) if f]
+    except ValueError:
+        return []
+
+
+def check(path, own=()):
     with open(path, "rb") as f:
         tree = ast.parse(f.read(), path)
-    c = Checker(path)
+    c = Checker(path, own)
     c.visit(tree)
     return c.found
 
 
 def main(argv):
     status = 0
+    # The exercise's files may import each other.
+    own = {os.path.splitext(os.path.basename(p))[0] for p in argv[1:]}
     for path in argv[1:]:
         try:
-            found = check(path)
+            found = check(path, own)
         except (OSError, SyntaxError, ValueError) as e:
             print(json.dumps({"file": path, "line": 0, "what": "unreadable", "why": str(e)}))
             status = 1
