@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -92,6 +93,7 @@ func isAPI(sym string, api map[string]bool) bool {
 // objectIntegrity checks the learner's objects against the integrity rules.
 func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 	courseUndef := map[string]bool{}
+	courseWeak := map[string]*weakDef{} // weak definitions of the course's objects, by name
 	for _, obj := range prog.courseObjects {
 		f, err := elf.Open(obj)
 		if err != nil {
@@ -99,8 +101,14 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 		}
 		syms, _ := f.Symbols()
 		for _, s := range syms {
-			if s.Section == elf.SHN_UNDEF && s.Name != "" {
-				courseUndef[s.Name] = true
+			switch {
+			case s.Name == "":
+			case s.Section == elf.SHN_UNDEF:
+				courseUndef[unversioned(s.Name)] = true
+			case elf.ST_BIND(s.Info) == elf.STB_WEAK:
+				if _, ok := courseWeak[unversioned(s.Name)]; !ok {
+					courseWeak[unversioned(s.Name)] = symbolContents(f, s)
+				}
 			}
 		}
 		f.Close()
@@ -127,10 +135,16 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 			n := sec.Name
 			switch {
 			case strings.HasPrefix(n, ".preinit_array"), n == ".init",
-				strings.HasPrefix(n, ".init_array."), strings.HasPrefix(n, ".ctors."):
+				strings.HasPrefix(n, ".init_array."), strings.HasPrefix(n, ".ctors."),
+				// The type, not the name, is what a linker may go by: a table of start-up
+				// functions under another name.
+				sec.Type == elf.SHT_PREINIT_ARRAY, sec.Type == elf.SHT_INIT_ARRAY && n != ".init_array":
 				word := "constructor"
-				if strings.HasPrefix(n, ".preinit_array") || n == ".init" {
+				switch {
+				case strings.HasPrefix(n, ".preinit_array") || n == ".init":
 					word = n
+				case !strings.HasPrefix(n, ".init_array.") && !strings.HasPrefix(n, ".ctors."):
+					word = strings.TrimPrefix(n, ".") // a table under a name of its own
 				}
 				vs = append(vs, Violation{Rule: ruleStartup, Symbol: n, Found: n, File: at(word),
 					Why: "code placed to run before main, ahead of the harness's own start-up, could take what the harness is given; plain constructors are fine, prioritized ones, .preinit_array and .init are not"})
@@ -138,13 +152,34 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 		}
 		syms, _ := f.Symbols()
 		seen := map[string]bool{}
+		seenShown := map[string]bool{}
 		for _, s := range syms {
 			if s.Name == "" || seen[s.Name] {
 				continue
 			}
 			defined := s.Section != elf.SHN_UNDEF
 			bind, typ := elf.ST_BIND(s.Info), elf.ST_TYPE(s.Info)
+			name := unversioned(s.Name)
+			external := defined && (bind == elf.STB_GLOBAL || bind == elf.STB_WEAK)
 			switch {
+			case external && name != s.Name:
+				seen[s.Name] = true
+				vs = append(vs, Violation{Rule: ruleInterpose, Symbol: s.Name, Found: s.Name, File: at(name),
+					Why: "a symbol version on a definition (.symver) makes it stand in for the C library's or another library's function of that name; give your function a plain name of its own"})
+			case external && reservedName(name):
+				seen[s.Name] = true
+				vs = append(vs, Violation{Rule: ruleInterpose, Symbol: name, Found: s.Name, File: at(name),
+					Why: "names that begin with an underscore belong to the compiler and the C library, whose start-up code calls some of them before main and before the harness (__gmon_start__, __libc_start_main); give your function a name without the leading underscore"})
+			case external && courseWeak[name] != nil && !toolchainShared(name) &&
+				(bind == elf.STB_GLOBAL || !courseWeak[name].equal(symbolContents(f, s))):
+				seen[s.Name] = true
+				shown := mangledShown(name)
+				if seenShown[shown] { // a constructor's or destructor's variants (C1/C2, D1/D2)
+					continue
+				}
+				seenShown[shown] = true
+				vs = append(vs, Violation{Rule: ruleInterpose, Symbol: shown, Found: s.Name, File: at(lastComponent(shown)),
+					Why: "the driver or the harness has its own inline definition of that name, and yours (" + map[bool]string{true: "a strong one", false: "a different one, linked first"}[bind == elf.STB_GLOBAL] + ") would be the one their code runs; give your function or type another name"})
 			case !defined && strings.HasPrefix(s.Name, "mgpu_") && !learnerHarnessCalls[s.Name]:
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleHarness, Symbol: s.Name, Found: s.Name, File: at(s.Name),
@@ -153,7 +188,7 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleStartup, Symbol: s.Name, Found: s.Name, File: at(s.Name),
 					Why: "an indirect function's resolver runs while the program is loaded, before the harness starts"})
-			case defined && courseUndef[s.Name] && !isAPI(s.Name, api) &&
+			case defined && courseUndef[name] && !isAPI(name, api) &&
 				(bind == elf.STB_GLOBAL || bind == elf.STB_WEAK && !strings.HasPrefix(s.Name, "_Z")):
 				seen[s.Name] = true
 				shown := demangledName(s.Name)
@@ -232,4 +267,137 @@ func integrityMessage(vs []Violation) string {
 	}
 	b.WriteString("The check trusts only what the course's driver computes and records; write the functions the task asks for and nothing that reaches past them.")
 	return b.String()
+}
+
+// unversioned is a symbol's name without its version ("send@@GLIBC_2.2.5" -> "send").
+func unversioned(name string) string {
+	if i := strings.IndexByte(name, '@'); i > 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// reservedName says whether a definition takes a name that C and C++ reserve for the
+// implementation (a leading underscore at file scope), which the C library and the C run-time
+// objects call by that name: crti's _init calls __gmon_start__ before every constructor, crt1's
+// _start calls __libc_start_main. C++ mangled names (_Z...) and nvcc's fat binary wrappers are
+// the compiler's own.
+func reservedName(name string) bool {
+	return strings.HasPrefix(name, "_") && !strings.HasPrefix(name, "_Z") &&
+		!strings.HasPrefix(name, "__fatbinwrap_")
+}
+
+// toolchainShared are weak definitions the compiler emits alike in every object: the
+// personality routine's reference and nvcc's tables of host references (relocatable device
+// code), whose contents differ from object to object by design.
+func toolchainShared(name string) bool {
+	return strings.HasPrefix(name, "DW.ref.") || strings.HasPrefix(name, "hostRef")
+}
+
+// weakDef is what a defined symbol of an object holds: its bytes (nil for an uninitialized
+// one) and the relocations that fill them in, by offset from the symbol's start.
+type weakDef struct {
+	size   uint64
+	bytes  []byte
+	relocs []string
+}
+
+// equal says whether two definitions are the same code or data: a weak (COMDAT) copy that
+// an inline function or template of a shared header left in both objects.
+func (w *weakDef) equal(o *weakDef) bool {
+	return w != nil && o != nil && w.size == o.size && bytes.Equal(w.bytes, o.bytes) &&
+		slices.Equal(w.relocs, o.relocs)
+}
+
+// symbolContents reads a defined symbol of a relocatable object: its bytes and relocations
+// (x86-64 and AArch64 keep addends in the relocations, so the bytes of two copies of the same
+// code are equal wherever a relocation will write). A relocation against a section symbol is
+// named by the section, without its addend: string pools and local functions lie at different
+// offsets in different objects.
+func symbolContents(f *elf.File, s elf.Symbol) *weakDef {
+	w := &weakDef{size: s.Size}
+	idx := int(s.Section)
+	if idx <= 0 || idx >= len(f.Sections) {
+		return w
+	}
+	sec := f.Sections[idx]
+	if sec.Type != elf.SHT_NOBITS {
+		data, err := sec.Data()
+		if err == nil && s.Value <= uint64(len(data)) && s.Value+s.Size <= uint64(len(data)) {
+			w.bytes = data[s.Value : s.Value+s.Size]
+		}
+	}
+	syms, _ := f.Symbols() // index i of this slice is symbol table index i+1
+	for _, rs := range f.Sections {
+		if rs.Type != elf.SHT_RELA || int(rs.Info) != idx || f.Class != elf.ELFCLASS64 {
+			continue
+		}
+		data, err := rs.Data()
+		if err != nil {
+			continue
+		}
+		for i := 0; i+24 <= len(data); i += 24 {
+			off := f.ByteOrder.Uint64(data[i:])
+			info := f.ByteOrder.Uint64(data[i+8:])
+			addend := int64(f.ByteOrder.Uint64(data[i+16:]))
+			if off < s.Value || off >= s.Value+s.Size {
+				continue
+			}
+			target := "?"
+			if si := int(info >> 32); si > 0 && si <= len(syms) {
+				t := syms[si-1]
+				switch {
+				case elf.ST_TYPE(t.Info) == elf.STT_SECTION && int(t.Section) < len(f.Sections):
+					target = "section " + f.Sections[t.Section].Name
+				default:
+					target = fmt.Sprintf("%s%+d", t.Name, addend)
+				}
+			}
+			w.relocs = append(w.relocs, fmt.Sprintf("%d %d %s", off-s.Value, uint32(info), target))
+		}
+	}
+	slices.Sort(w.relocs)
+	return w
+}
+
+// mangledShown is a C++ symbol's qualified name as far as it reads simply ("_ZN9dev_scopeD1Ev"
+// -> "dev_scope::~dev_scope"), or the symbol itself.
+func mangledShown(sym string) string {
+	rest, ok := strings.CutPrefix(sym, "_Z")
+	if !ok {
+		return sym
+	}
+	rest = strings.TrimPrefix(rest, "N")
+	var parts []string
+	for len(rest) > 0 && isIdentDigit(rest[0]) {
+		i := 0
+		for i < len(rest) && isIdentDigit(rest[i]) {
+			i++
+		}
+		n, err := strconv.Atoi(rest[:i])
+		if err != nil || n <= 0 || i+n > len(rest) {
+			break
+		}
+		parts = append(parts, rest[i:i+n])
+		rest = rest[i+n:]
+	}
+	if len(parts) == 0 {
+		return sym
+	}
+	if len(rest) > 1 && (rest[0] == 'C' || rest[0] == 'D') && isIdentDigit(rest[1]) {
+		last := parts[len(parts)-1]
+		if rest[0] == 'D' {
+			last = "~" + last
+		}
+		parts = append(parts, last)
+	}
+	return strings.Join(parts, "::")
+}
+
+// lastComponent is the unqualified name of a qualified one, without a destructor's tilde.
+func lastComponent(name string) string {
+	if i := strings.LastIndex(name, "::"); i >= 0 {
+		name = name[i+2:]
+	}
+	return strings.TrimPrefix(name, "~")
 }

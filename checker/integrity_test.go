@@ -11,6 +11,16 @@ import (
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
 )
 
+// testDriver is the driver integrityCheck compiles: it calls the learner's scale, a library
+// function, the harness's recording, and an inline (weak) function of its own.
+const testDriver = `#include <string.h>
+#include <stdio.h>
+void scale(float *x, int n);
+int mgpu_record_case(const char *c, const void *r, int f);
+__attribute__((weak)) int course_helper(int x) { return x + 1; }
+int main(int argc, char **argv) { float x[4]; scale(x, course_helper(3)); fwrite(x, 4, 1, stdout); return mgpu_record_case(argv[argc-1], 0, 0); }
+`
+
 // integrityCheck compiles a driver and a learner file with cc and runs the object rules.
 func integrityCheck(t *testing.T, learner string) []Violation {
 	t.Helper()
@@ -45,12 +55,7 @@ func integrityCheck(t *testing.T, learner string) []Violation {
 		}
 		return obj
 	}
-	driver := compile("driver.c", `#include <string.h>
-#include <stdio.h>
-void scale(float *x, int n);
-int mgpu_record_case(const char *c, const void *r, int f);
-int main(int argc, char **argv) { float x[4]; scale(x, 4); fwrite(x, 4, 1, stdout); return mgpu_record_case(argv[argc-1], 0, 0); }
-`)
+	driver := compile("driver.c", testDriver)
 	k := &check{e: c.Exercise("module0/ex")}
 	prog := &program{courseObjects: []string{driver}, learner: []learnerFile{{Name: "a.c", Path: filepath.Join(dir, "a.c"), Show: "a.c", Object: compile("a.c", learner)}}}
 	vs, n, err := k.objectIntegrity(prog)
@@ -71,6 +76,15 @@ func TestIntegrityRules(t *testing.T) {
 		{"prioritized constructor", "__attribute__((constructor(101))) static void early(void) {}\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleStartup, ".init_array.00101"},
 		{"preinit", "static void early(void) {}\n__attribute__((section(\".preinit_array\"), used)) static void (*p)(void) = early;\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleStartup, ".preinit_array"},
 		{"ifunc", "static void real(float *x, int n) { (void)x; (void)n; }\nstatic void (*resolve(void))(float *, int) { return real; }\nvoid scale(float *x, int n) __attribute__((ifunc(\"resolve\")));\n", ruleStartup, "scale"},
+		{"init_array under another name", "static void early(void) {}\n__asm__(\".section .myinit,\\\"aw\\\",@init_array\\n.p2align 3\\n.quad early\\n.previous\");\n__attribute__((used)) static void (*keep)(void) = early;\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleStartup, ".myinit"},
+		{"preinit_array under another name", "static void early(void) {}\n__asm__(\".section .pre,\\\"aw\\\",@preinit_array\\n.p2align 3\\n.quad early\\n.previous\");\n__attribute__((used)) static void (*keep)(void) = early;\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleStartup, ".pre"},
+		{"defines __gmon_start__", "void __gmon_start__(void) {}\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "__gmon_start__"},
+		{"defines __libc_start_main", "int __libc_start_main(void) { return 0; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "__libc_start_main"},
+		{"reserved name, static", "static int _helper(int x) { return x; }\nvoid scale(float *x, int n) { x[0] = (float)_helper(n); }\n", "", ""},
+		{"versioned definition", "#include <stddef.h>\nsize_t my_send(int fd, const void *b, size_t n, int fl) { (void)fd; (void)b; (void)fl; return n; }\n__asm__(\".symver my_send, send@@GLIBC_2.2.5\");\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "send@@GLIBC_2.2.5"},
+		{"strong over the driver's weak", "int course_helper(int x) { (void)x; return 0; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "course_helper"},
+		{"different weak over the driver's weak", "__attribute__((weak)) int course_helper(int x) { return x - 1; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "course_helper"},
+		{"same weak as the driver's", "__attribute__((weak)) int course_helper(int x) { return x + 1; }\nvoid scale(float *x, int n) { x[0] = (float)course_helper(n); }\n", "", ""},
 		{"interposes fwrite", "#include <stdio.h>\nsize_t fwrite(const void *p, size_t s, size_t n, FILE *f) { (void)p; (void)s; (void)f; return n; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "fwrite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +105,20 @@ func TestIntegrityRules(t *testing.T) {
 			}
 			t.Fatalf("want a %s violation for %s, got %+v", tc.rule, tc.symbol, vs)
 		})
+	}
+}
+
+func TestMangledShown(t *testing.T) {
+	for sym, want := range map[string]string{
+		"_ZN9dev_scopeD1Ev":                "dev_scope::~dev_scope",
+		"_ZN2ns6helperC2Ei":                "ns::helper::helper",
+		"_Z10cudaMallocIfE9cudaErrorPPT_m": "cudaMalloc",
+		"_ZNSt6vectorIfSaIfEED2Ev":         "_ZNSt6vectorIfSaIfEED2Ev",
+		"course_helper":                    "course_helper",
+	} {
+		if got := mangledShown(sym); got != want {
+			t.Errorf("mangledShown(%s) = %q, want %q", sym, got, want)
+		}
 	}
 }
 

@@ -38,6 +38,7 @@ func ppScan(path string) (map[string]ppIdent, []string, error) {
 	var lineDirs []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	var ls lineScanner
 	for sc.Scan() {
 		text := sc.Text()
 		if rest, ok := strings.CutPrefix(text, "!line "); ok {
@@ -55,7 +56,7 @@ func ppScan(path string) (map[string]ppIdent, []string, error) {
 		var line int
 		fmt.Sscanf(where[i+1:], "%d", &line)
 		at := ppIdent{file: where[:i], line: line}
-		for _, id := range identifiers(code) {
+		for _, id := range ls.scan(code, false) {
 			if _, ok := idents[id]; !ok {
 				idents[id] = at
 			}
@@ -65,15 +66,33 @@ func ppScan(path string) (map[string]ppIdent, []string, error) {
 }
 
 // identifiers lists the C identifiers of one line of code, outside string and character
-// literals — and inside them too on a line with inline assembly (asm, __asm__).
+// literals — and inside them too within inline assembly (asm, __asm__).
 func identifiers(line string) []string {
-	asm := false
-	for _, w := range []string{"asm", "__asm__", "__asm"} {
-		if containsWord(line, w) {
-			asm = true
+	var sc lineScanner
+	return sc.scan(line, true)
+}
+
+// lineScanner finds identifiers line after line, keeping what an asm statement spread over
+// several lines needs: whether one is open, how deep its parentheses are, and its string
+// literals not yet read. Adjacent literals are one string to the assembler ("call lib_" "sum"
+// is "call lib_sum", also across lines), and their escapes (\x5f, \137) are decoded first, so a
+// name spelled in pieces or in escapes inside inline assembly is still seen whole.
+type lineScanner struct {
+	asm     bool // after an asm keyword, until its parentheses close
+	depth   int
+	pending []byte // adjacent string literals of the asm statement, decoded
+}
+
+// scan returns the identifiers of one line; end says whether the text ends here (a lone
+// line), so that literals still pending are read now rather than with the next line.
+func (sc *lineScanner) scan(line string, end bool) []string {
+	var ids []string
+	flush := func() {
+		if len(sc.pending) > 0 {
+			ids = append(ids, plainIdentifiers(string(sc.pending))...)
+			sc.pending = sc.pending[:0]
 		}
 	}
-	var ids []string
 	for i := 0; i < len(line); {
 		c := line[i]
 		switch {
@@ -85,21 +104,73 @@ func identifiers(line string) []string {
 				}
 				j++
 			}
-			if asm {
-				ids = append(ids, identifiers(line[i+1:min(j, len(line))])...)
+			if sc.asm && c == '"' {
+				sc.pending = append(sc.pending, unescapeC(line[i+1:min(j, len(line))])...)
+			} else if sc.asm {
+				flush()
 			}
 			i = j + 1
+		case c == ' ' || c == '\t' || c == '\r':
+			i++
 		case isIdentStart(c):
+			flush()
 			j := i + 1
 			for j < len(line) && (isIdentStart(line[j]) || isIdentDigit(line[j])) {
 				j++
 			}
-			ids = append(ids, line[i:j])
+			id := line[i:j]
+			if id == "asm" || id == "__asm__" || id == "__asm" {
+				sc.asm, sc.depth = true, 0
+			}
+			ids = append(ids, id)
 			i = j
 		case isIdentDigit(c):
+			flush()
 			// a number, with its suffix or exponent: no identifier starts inside it
 			j := i + 1
 			for j < len(line) && (isIdentStart(line[j]) || isIdentDigit(line[j]) || line[j] == '.') {
+				j++
+			}
+			i = j
+		default:
+			flush()
+			if sc.asm {
+				switch c {
+				case '(':
+					sc.depth++
+				case ')':
+					sc.depth--
+					if sc.depth <= 0 {
+						sc.asm = false
+					}
+				case ';':
+					sc.asm = false
+				}
+			}
+			i++
+		}
+	}
+	if end {
+		flush()
+	}
+	return ids
+}
+
+// plainIdentifiers lists the identifiers of a text that has no literals (an asm string).
+func plainIdentifiers(s string) []string {
+	var ids []string
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case isIdentStart(c):
+			j := i + 1
+			for j < len(s) && (isIdentStart(s[j]) || isIdentDigit(s[j])) {
+				j++
+			}
+			ids = append(ids, s[i:j])
+			i = j
+		case isIdentDigit(c):
+			j := i + 1
+			for j < len(s) && (isIdentStart(s[j]) || isIdentDigit(s[j]) || s[j] == '.') {
 				j++
 			}
 			i = j
@@ -108,6 +179,54 @@ func identifiers(line string) []string {
 		}
 	}
 	return ids
+}
+
+// unescapeC decodes the escapes of a C string literal's body; an escape it does not know
+// stands for a space, which ends an identifier as the assembler would.
+func unescapeC(s string) []byte {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			out = append(out, s[i])
+			continue
+		}
+		i++
+		switch c := s[i]; {
+		case c == 'x':
+			v, j := 0, i+1
+			for j < len(s) && hexDigit(s[j]) >= 0 {
+				v = v*16 + hexDigit(s[j])
+				j++
+			}
+			out = append(out, byte(v))
+			i = j - 1
+		case c >= '0' && c <= '7':
+			v, j := 0, i
+			for j < len(s) && j < i+3 && s[j] >= '0' && s[j] <= '7' {
+				v = v*8 + int(s[j]-'0')
+				j++
+			}
+			out = append(out, byte(v))
+			i = j - 1
+		case c == '\\' || c == '"' || c == '\'' || c == '?':
+			out = append(out, c)
+		default: // \n, \t and the other control characters, \u...
+			out = append(out, ' ')
+		}
+	}
+	return out
+}
+
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

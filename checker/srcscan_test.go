@@ -21,10 +21,41 @@ func TestIdentifiers(t *testing.T) {
 		{`asm volatile("call.uni forbidden_fn, (%0);" :: "l"(p));`, []string{"asm", "volatile", "call", "uni", "forbidden_fn", "l", "p"}},
 		{`__asm__("mov.u32 %0, %%smid;" : "=r"(id));`, []string{"__asm__", "mov", "u32", "smid", "r", "id"}},
 		{`int basm = 1; f("not_an_ident_here");`, []string{"int", "basm", "f"}},
+		// Inside inline assembly the assembler sees adjacent literals as one string, escapes
+		// decoded: the name is whole there.
+		{`asm("call lib_" "sum;");`, []string{"asm", "call", "lib_sum"}},
+		{`asm("call lib\x5fsum;");`, []string{"asm", "call", "lib_sum"}},
+		{`asm("call lib\137sum;\n\tret");`, []string{"asm", "call", "lib_sum", "ret"}},
+		{`asm("nop"); f("lib_sum");`, []string{"asm", "nop", "f"}},
 	} {
 		if got := identifiers(tc.line); !slices.Equal(got, tc.want) {
 			t.Errorf("identifiers(%q) = %q, want %q", tc.line, got, tc.want)
 		}
+	}
+}
+
+// An asm statement over several lines: its strings are the assembler's on every line, and
+// literals split across lines are joined.
+func TestPPScanAsmOverLines(t *testing.T) {
+	pp := filepath.Join(t.TempDir(), "a.pp")
+	lines := "a.cu:3\t__device__ void f(float *p) {\n" +
+		"a.cu:4\t  asm volatile(\n" +
+		"a.cu:5\t      \"call.uni nvshmem\"\n" +
+		"a.cu:6\t      \"x_float_sum_reduce_block, (%0);\" :: \"l\"(p));\n" +
+		"a.cu:7\t  g(\"nvshmem_quiet\");\n" +
+		"a.cu:8\t}\n"
+	if err := os.WriteFile(pp, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idents, _, err := ppScan(pp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := idents["nvshmemx_float_sum_reduce_block"]; !ok || at.line != 6 {
+		t.Errorf("the call split over lines 5-6: %+v, %v", at, ok)
+	}
+	if _, ok := idents["nvshmem_quiet"]; ok {
+		t.Error("a string after the asm statement was read as code")
 	}
 }
 
