@@ -63,6 +63,10 @@ type Checker struct {
 	Torchrun string
 	// KeepRuns is how many check directories WorkDir/runs keeps (default 20).
 	KeepRuns int
+	// Protect lists directories the programs of C and CUDA checks may not write beneath, but
+	// for their own run directory: the build cache and WorkDir, whose programs and sources
+	// later checks trust (runtime/confine, docs/protocol.md §4). Empty: no confinement.
+	Protect []string
 	// Events receives progress; may be nil. Calls for one check never overlap.
 	Events func(Event)
 }

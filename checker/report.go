@@ -169,6 +169,9 @@ type RunSummary struct {
 	Dir         string     `json:"dir"` // the run's result directory
 	Leftover    []int      `json:"leftover,omitempty"`
 	Failure     *RankError `json:"failure,omitempty"` // the first error record, if any
+	// Confined: the processes ran unable to write the build cache and the course's sources
+	// (runtime/confine; C and CUDA exercises where the machine offers Landlock).
+	Confined bool `json:"confined,omitempty"`
 }
 
 // RankRun is one rank's end.

@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"github.com/mgpu-learn/mgpu-learn/runtime/confine"
+
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -203,6 +205,10 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 	if spec.Launcher == launch.Torchrun && k.c.Torchrun != "" {
 		spec.UseTorchrun, spec.Torchrun = true, k.c.Torchrun
 	}
+	// Native programs may not write the build cache or the course's sources (runtime/confine).
+	if (e.Kind == "c" || e.Kind == "cuda") && len(k.c.Protect) > 0 {
+		spec.Confine = &confine.Rules{Protect: k.c.Protect, Writable: []string{dir}}
+	}
 	// Inside a Slurm allocation the ranks start as a job step (docs/slurm.md).
 	spec.Launcher = launch.SlurmLauncher(spec)
 	if spec.Launcher == launch.MPIRun {
@@ -332,6 +338,12 @@ func (k *check) summarizeRun(rr *runResult, spec launch.Spec, nranks int) {
 		sum.FirstFailed = res.FirstFailed
 		sum.Elapsed = Seconds(res.Elapsed)
 		sum.Leftover = res.Leftover
+		if spec.Confine != nil {
+			sum.Confined = res.Confined
+			if !res.Confined && res.ConfineWhy != "" {
+				k.rep.Notes = append(k.rep.Notes, "the program ran unconfined, able to write the build cache: "+res.ConfineWhy)
+			}
+		}
 	}
 	for r := 0; r < nranks; r++ {
 		p := filepath.Join(rr.dir, fmt.Sprintf("rank-%d.jsonl", r))

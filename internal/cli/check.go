@@ -276,6 +276,8 @@ func (a *App) newChecker(ctx context.Context, perf bool) (*checker.Checker, erro
 		Env:      machine{facts: facts},
 		WorkDir:  filepath.Join(cache, "work"),
 		Perf:     perf,
+		// The programs and sources later checks trust: no learner program may write them.
+		Protect: []string{cache},
 	}, nil
 }
 

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
+	"github.com/mgpu-learn/mgpu-learn/runtime/confine"
 	"github.com/mgpu-learn/mgpu-learn/runtime/launch"
 	"github.com/mgpu-learn/mgpu-learn/runtime/probe"
 )
@@ -23,6 +25,16 @@ type Report struct {
 	// Slurm is where this shell stands with Slurm and how checks start their ranks; nil when
 	// there is no Slurm here at all (no srun, no allocation).
 	Slurm *SlurmStatus `json:"slurm,omitempty"`
+	// Isolation says whether the programs of C and CUDA checks run unable to write the build
+	// cache (runtime/confine). Never cached: it belongs to the kernel and the cache's place.
+	Isolation *Isolation `json:"isolation,omitempty"`
+}
+
+// Isolation is doctor's word on confining learner programs (docs/protocol.md §4).
+type Isolation struct {
+	Landlock int    `json:"landlock_abi"` // 0: none
+	Cache    string `json:"cache"`
+	Why      string `json:"why,omitempty"` // why checks run unconfined here ("" when they do not)
 }
 
 // SlurmStatus is doctor's word on Slurm (docs/slurm.md). Unlike the facts it is never cached:
@@ -69,6 +81,7 @@ func Build(f *probe.Facts, c *course.Course) *Report {
 	r := &Report{Schema: Schema, Facts: f, Modules: []ModuleRow{}}
 	host, _ := os.Hostname()
 	r.Slurm = slurmStatus(f, os.Environ(), host)
+	r.Isolation = isolation()
 	if c == nil {
 		return r
 	}
@@ -121,4 +134,23 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// isolation probes Landlock and the cache's place the way checks will use them.
+func isolation() *Isolation {
+	cache := os.Getenv("MGPU_LEARN_CACHE")
+	if cache == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(d, "mgpu-learn")
+		}
+	}
+	iso := &Isolation{Cache: cache}
+	st := confine.Probe()
+	iso.Landlock = st.ABI
+	if !st.Applied {
+		iso.Why = st.Why
+	} else if why := confine.ScratchAncestor(cache); why != "" {
+		iso.Why = why
+	}
+	return iso
 }

@@ -25,6 +25,7 @@ func (r *Report) WriteText(w io.Writer, plain bool) error {
 	p.gpus(f)
 	p.tools(f)
 	p.slurm(r.Slurm)
+	p.isolation(r.Isolation)
 	p.env(f)
 	p.modules(r.Modules)
 	p.problems(f)
@@ -359,6 +360,18 @@ func (p *printer) cudaAware(m *probe.MPI) string {
 		s += " (" + strings.Join(why, ", ") + ")"
 	}
 	return s
+}
+
+func (p *printer) isolation(iso *Isolation) {
+	if iso == nil {
+		return
+	}
+	if iso.Why == "" {
+		p.heading("Isolation", fmt.Sprintf("%s (Landlock ABI %d): the programs of C and CUDA checks cannot write the build cache in %s",
+			p.paint(green, "yes"), iso.Landlock, iso.Cache))
+		return
+	}
+	p.heading("Isolation", p.paint(red, "no")+": "+iso.Why+"; a learner's C or CUDA program could rewrite cached programs, so a pass proves less (docs/protocol.md §4)")
 }
 
 func (p *printer) env(f *probe.Facts) {

@@ -3,7 +3,11 @@
 // SIGKILL on timeout or cancel, and nothing left behind.
 package launch
 
-import "time"
+import (
+	"time"
+
+	"github.com/mgpu-learn/mgpu-learn/runtime/confine"
+)
 
 // Launchers by name (course manifests use these words).
 const (
@@ -52,6 +56,11 @@ type Spec struct {
 	TailBytes int
 	// NoWarm starts every rank cold even when the context carries a WarmPool (WithWarm).
 	NoWarm bool
+	// Confine, when set, keeps the processes the supervisor starts (the ranks, or the mpirun
+	// or torchrun that starts them) and all they start from writing beneath Confine.Protect
+	// but for Confine.Writable (runtime/confine; docs/protocol.md §4). Ranks forked from a
+	// warm interpreter and Slurm job steps are not confined.
+	Confine *confine.Rules
 }
 
 // MPI is an MPI installation to launch with.
@@ -89,6 +98,10 @@ type Result struct {
 	Launcher *RankResult
 	// Warm counts the ranks forked from a warm interpreter (WarmPool) instead of started cold.
 	Warm int
+	// Confined says whether Spec.Confine was applied to every process started (Landlock),
+	// and ConfineWhy why not, when it was asked for and could not be.
+	Confined   bool
+	ConfineWhy string
 }
 
 // RankResult is one rank's end.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/mgpu-learn/mgpu-learn/runtime/confine"
 )
 
 const (
@@ -75,11 +77,13 @@ type job struct {
 	rdzv     string
 	begin    time.Time
 
-	step               *srunStep // the Slurm step of an Srun job
-	timedOut, canceled bool
-	firstFailed        int
-	running            map[int]bool // launcher jobs: ranks alive at a timeout or cancel
-	warm               int          // ranks forked from a warm interpreter
+	step                 *srunStep // the Slurm step of an Srun job
+	timedOut, canceled   bool
+	firstFailed          int
+	running              map[int]bool // launcher jobs: ranks alive at a timeout or cancel
+	warm                 int          // ranks forked from a warm interpreter
+	confined, unconfined int          // processes started with and without Spec.Confine applied
+	confineWhy           string
 }
 
 // Launch runs the job described by s and returns how every rank ended. The error is only for
@@ -275,7 +279,20 @@ func (j *job) spawn(rank int, argv, env []string, sk *sink) error {
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	var err2 error
+	if j.spec.Confine != nil {
+		var st confine.Status
+		st, err2 = confine.Start(cmd, j.spec.Confine)
+		if st.Applied {
+			j.confined++
+		} else {
+			j.unconfined++
+			j.confineWhy = st.Why
+		}
+	} else {
+		err2 = cmd.Start()
+	}
+	if err := err2; err != nil {
 		r.Close()
 		w.Close()
 		return err
@@ -503,6 +520,8 @@ func (j *job) result() *Result {
 	res.Leftover = j.leftovers()
 	res.Elapsed = time.Since(j.begin)
 	res.Warm = j.warm
+	res.Confined = j.spec.Confine != nil && j.confined > 0 && j.unconfined == 0
+	res.ConfineWhy = j.confineWhy
 	return res
 }
 
