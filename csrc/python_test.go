@@ -40,6 +40,9 @@ def frame():
     return sys._getframe(1)
 def evaluated():
     return pickle.loads(b"cbuiltins\neval\n(Vsys._getframe(0)\ntR.")
+def spawn():
+    import torch.utils.collect_env as ce
+    return ce.run("echo forged")
 def ordinary():
     import heapq, statistics
     Own.count += 1
@@ -69,7 +72,7 @@ elif what == "p2pop":
     h.check_equal("a", torch.zeros(4), torch.zeros(4))
 elif what == "peek":
     h.record_case("a", not ev.peek(), n=1)
-elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated"):
+elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated", "spawn"):
     with h.forbid():
         getattr(ev, what)()
     h.record_case("a", True, n=1)
@@ -124,6 +127,7 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"open_fd", "error", "'open'", 1},
 		{"frame", "error", "sys._getframe", 1},
 		{"evaluated", "error", "evil.py", 1},
+		{"spawn", "error", "started a process (sh)", 1}, // a library's subprocess, learner code on the stack
 		{"ordinary", "done", `"ok":true`, 0}, // its own class, a fresh allowed import, os.environ
 	} {
 		t.Run(tc.what, func(t *testing.T) {

@@ -505,6 +505,14 @@ _AUDIT_PREFIXES = ("marshal.", "gc.", "ctypes.", "os.", "subprocess.", "socket."
                    "tempfile.", "mmap.", "pty.", "cpython.", "sys.monitoring", "_thread.",
                    "fcntl.", "resource.", "signal.", "glob.", "sqlite3.", "urllib.", "http.",
                    "webbrowser.", "syslog.", "winreg.", "_winapi.", "msvcrt.")
+# Starting a process with the learner's code anywhere on the stack (a library asked to do it:
+# torch.distributed.run starts a shell) is refused but for the tools Triton runs to compile a
+# kernel the learner's call launches for the first time.
+_SPAWN_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+                 "os.fork", "os.forkpty", "pty.spawn", "os.startfile"}
+_SPAWN_OK = {"ptxas", "cuobjdump", "nvdisasm", "ldconfig", "ld.so", "cc", "gcc", "clang", "g++",
+             "c++", "x86_64-linux-gnu-gcc", "nvcc", "fatbinary", "nvlink", "ld"}
+
 # How each kind of event is told to the learner (first matching prefix).
 _AUDIT_WHAT = (("open", "opened a file or a descriptor itself"), ("exec", "evaluated code"),
                ("compile", "compiled code"), ("pickle.", "unpickled data, which can run any code"),
@@ -535,6 +543,14 @@ class _Audit:
         sys.addaudithook(self)
 
     def __call__(self, event, args):
+        if event in _SPAWN_EVENTS:
+            if not getattr(self._busy, "on", False):
+                self._busy.on = True
+                try:
+                    self._spawn(event, args)
+                finally:
+                    self._busy.on = False
+            return
         if event not in _AUDIT_EVENTS and not event.startswith(_AUDIT_PREFIXES):
             return
         if event in _AUDIT_OS_OK or getattr(self._busy, "on", False):
@@ -544,6 +560,43 @@ class _Audit:
             self._judge(event, args)
         finally:
             self._busy.on = False
+
+    def _spawn(self, event, args):
+        """A process started while the learner's code is on the stack, by whatever library:
+        only the compilers and tools Triton runs as it compiles a kernel may start; anything
+        else (torch.distributed.run's shell, a benchmark's compiler) would run unwatched."""
+        h = self._h
+        paths = h._learner_paths
+        if not paths:
+            return
+        f = sys._getframe(2)
+        site = None
+        while f is not None:
+            if f.f_code.co_filename in paths:
+                site = f
+                break
+            f = f.f_back
+        if site is None:
+            return
+        prog = ""
+        if event == "subprocess.Popen" and args:
+            exe, argv = args[0], args[1] if len(args) > 1 else None
+            if isinstance(argv, (str, bytes)):
+                exe = "sh"  # a command line: a shell runs it, whatever it starts with
+            elif exe is None and argv:
+                exe = argv[0]
+            try:
+                prog = os.path.basename(os.fsdecode(exe)) if exe is not None else ""
+            except TypeError:
+                prog = ""
+        if prog in _SPAWN_OK and event == "subprocess.Popen":
+            return
+        if not h._violated:
+            h._policy_error(event, site.f_code.co_filename, site.f_lineno,
+                            f"your code started a process ({prog or event}) while it ran "
+                            f"(audit event {event!r}): the run-time policy refuses that, since "
+                            "a process of its own runs outside the checking")
+        os._exit(1)
 
     def _judge(self, event, args):
         h = self._h

@@ -99,7 +99,10 @@ ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", 
          "methodcaller", "cpp_extension", "load_inline", "load_library", "CUDAPluggableAllocator",
          "get_type_hints", "ForwardRef", "evaluate_forward_ref", "compile_module_from_src"}
 # On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
-MODULE_ATTRS = {"load", "load_state_dict_from_url"} | set(SUBMODULES)
+# (torch.distributed.run and .launch start processes, .elastic too; torch.utils.benchmark and
+# collect_env compile or run programs.)
+MODULE_ATTRS = {"load", "load_state_dict_from_url", "run", "launch", "elastic", "benchmark",
+                "collect_env"} | set(SUBMODULES)
 DUNDER_OK = {"__init__", "__name__", "__class__", "__qualname__", "__doc__", "__len__",
              "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__repr__", "__str__",
              "__getitem__", "__setitem__", "__contains__", "__version__", "__file__"}
