@@ -231,22 +231,6 @@ func hexDigit(c byte) int {
 
 func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-func containsWord(s, w string) bool {
-	for i := 0; ; {
-		j := strings.Index(s[i:], w)
-		if j < 0 {
-			return false
-		}
-		j += i
-		end := j + len(w)
-		if (j == 0 || !isIdentStart(s[j-1]) && !isIdentDigit(s[j-1])) &&
-			(end == len(s) || !isIdentStart(s[end]) && !isIdentDigit(s[end])) {
-			return true
-		}
-		i = j + 1
-	}
-}
-
 // sourceViolations checks a learner file's preprocessed lines against the forbidden symbols
 // (and their aliases) and the #line rule.
 func sourceViolations(lf learnerFile, pp string, forbid []course.Forbidden) ([]Violation, error) {
