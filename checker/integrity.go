@@ -94,6 +94,7 @@ func isAPI(sym string, api map[string]bool) bool {
 func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 	courseUndef := map[string]bool{}
 	courseWeak := map[string]*weakDef{} // weak definitions of the course's objects, by name
+	courseOwn := map[string]elf.SymType{} // strong global definitions of the course's objects
 	for _, obj := range prog.courseObjects {
 		f, err := elf.Open(obj)
 		if err != nil {
@@ -109,6 +110,8 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 				if _, ok := courseWeak[unversioned(s.Name)]; !ok {
 					courseWeak[unversioned(s.Name)] = symbolContents(f, s)
 				}
+			case elf.ST_BIND(s.Info) == elf.STB_GLOBAL:
+				courseOwn[unversioned(s.Name)] = elf.ST_TYPE(s.Info)
 			}
 		}
 		f.Close()
@@ -184,6 +187,20 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleHarness, Symbol: s.Name, Found: s.Name, File: at(s.Name),
 					Why: "the harness's recording, data and timing functions are the driver's: results count only when the driver computes and records them"})
+			case !defined && courseOwn[name] != elf.STT_NOTYPE && !isAPI(name, api) &&
+				!strings.HasPrefix(name, "mgpu_") && !strings.HasPrefix(name, "__") &&
+				!(courseOwn[name] == elf.STT_FUNC && libraryName(name)):
+				// The driver's own functions and data (its expected values, its tallies, the
+				// reference computation it checks against) are not the learner's to use: only
+				// what the exercise's headers declare is.
+				seen[s.Name] = true
+				what := "function"
+				if courseOwn[name] == elf.STT_OBJECT || courseOwn[name] == elf.STT_TLS {
+					what = "data"
+				}
+				shown := demangledName(s.Name)
+				vs = append(vs, Violation{Rule: ruleHarness, Symbol: shown, Found: s.Name, File: at(lastComponent(mangledShown(name))),
+					Why: "that is the course driver's own " + what + ", not part of the exercise's interface (its headers): the driver's expected values, tallies and reference code are not yours to use"})
 			case defined && typ == elf.STT_GNU_IFUNC:
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleStartup, Symbol: s.Name, Found: s.Name, File: at(s.Name),
@@ -267,6 +284,18 @@ func integrityMessage(vs []Violation) string {
 	}
 	b.WriteString("The check trusts only what the course's driver computes and records; write the functions the task asks for and nothing that reaches past them.")
 	return b.String()
+}
+
+// libraryName says whether a function name belongs to a library the exercises use: a driver
+// that defines one wraps the library's function to watch the learner's calls (module2's
+// drivers define MPI_Allreduce and call PMPI_Allreduce), and the learner calls it as usual.
+func libraryName(name string) bool {
+	for _, p := range []string{"MPI_", "PMPI_", "nccl", "pnccl", "cuda", "cu", "nvshmem", "shmem_", "pthread_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // unversioned is a symbol's name without its version ("send@@GLIBC_2.2.5" -> "send").

@@ -12,12 +12,15 @@ import (
 )
 
 // testDriver is the driver integrityCheck compiles: it calls the learner's scale, a library
-// function, the harness's recording, and an inline (weak) function of its own.
+// function, the harness's recording, and an inline (weak) function of its own; it keeps its
+// expected values and its reference computation in globals of its own.
 const testDriver = `#include <string.h>
 #include <stdio.h>
 void scale(float *x, int n);
 int mgpu_record_case(const char *c, const void *r, int f);
 __attribute__((weak)) int course_helper(int x) { return x + 1; }
+float expected[4];
+void reference_scale(float *x, int n) { memcpy(x, expected, 4 * (size_t)n); }
 int main(int argc, char **argv) { float x[4]; scale(x, course_helper(3)); fwrite(x, 4, 1, stdout); return mgpu_record_case(argv[argc-1], 0, 0); }
 `
 
@@ -85,6 +88,8 @@ func TestIntegrityRules(t *testing.T) {
 		{"strong over the driver's weak", "int course_helper(int x) { (void)x; return 0; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "course_helper"},
 		{"different weak over the driver's weak", "__attribute__((weak)) int course_helper(int x) { return x - 1; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "course_helper"},
 		{"same weak as the driver's", "__attribute__((weak)) int course_helper(int x) { return x + 1; }\nvoid scale(float *x, int n) { x[0] = (float)course_helper(n); }\n", "", ""},
+		{"copies the driver's expected values", "#include <string.h>\nextern float expected[4];\nvoid scale(float *x, int n) { memcpy(x, expected, 4 * (size_t)n); }\n", ruleHarness, "expected"},
+		{"calls the driver's reference", "void reference_scale(float *x, int n);\nvoid scale(float *x, int n) { reference_scale(x, n); }\n", ruleHarness, "reference_scale"},
 		{"interposes fwrite", "#include <stdio.h>\nsize_t fwrite(const void *p, size_t s, size_t n, FILE *f) { (void)p; (void)s; (void)f; return n; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "fwrite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
