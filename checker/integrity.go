@@ -93,7 +93,7 @@ func isAPI(sym string, api map[string]bool) bool {
 // objectIntegrity checks the learner's objects against the integrity rules.
 func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 	courseUndef := map[string]bool{}
-	courseWeak := map[string]*weakDef{} // weak definitions of the course's objects, by name
+	courseWeak := map[string]*weakDef{}   // weak definitions of the course's objects, by name
 	courseOwn := map[string]elf.SymType{} // strong global definitions of the course's objects
 	for _, obj := range prog.courseObjects {
 		f, err := elf.Open(obj)
