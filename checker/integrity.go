@@ -25,6 +25,7 @@ import (
 // Violation rules (Violation.Rule); "" is a call the manifest forbids.
 const (
 	ruleHarness   = "harness"   // a call of the harness's recording or data API
+	ruleDriver    = "driver"    // a use of the driver's own functions or data
 	ruleStartup   = "startup"   // code that runs before the harness's start-up
 	ruleInterpose = "interpose" // a definition that replaces a function the driver or harness uses
 	rulePython    = "python"    // a route mgpu_policy.py refuses
@@ -199,7 +200,7 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 					what = "data"
 				}
 				shown := demangledName(s.Name)
-				vs = append(vs, Violation{Rule: ruleHarness, Symbol: shown, Found: s.Name, File: at(lastComponent(mangledShown(name))),
+				vs = append(vs, Violation{Rule: ruleDriver, Symbol: shown, Found: s.Name, File: at(lastComponent(mangledShown(name))),
 					Why: "that is the course driver's own " + what + ", not part of the exercise's interface (its headers): the driver's expected values, tallies and reference code are not yours to use"})
 			case defined && typ == elf.STT_GNU_IFUNC:
 				seen[s.Name] = true
@@ -272,6 +273,8 @@ func integrityMessage(vs []Violation) string {
 		switch v.Rule {
 		case ruleHarness:
 			fmt.Fprintf(&b, "Your code calls the harness's %s (in %s): %s.\n", v.Symbol, v.File, v.Why)
+		case ruleDriver:
+			fmt.Fprintf(&b, "Your code uses %s (in %s): %s.\n", v.Symbol, v.File, v.Why)
 		case ruleStartup:
 			fmt.Fprintf(&b, "Your code has start-up code %s (in %s): %s.\n", v.Symbol, v.File, v.Why)
 		case ruleInterpose:

@@ -88,8 +88,8 @@ func TestIntegrityRules(t *testing.T) {
 		{"strong over the driver's weak", "int course_helper(int x) { (void)x; return 0; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "course_helper"},
 		{"different weak over the driver's weak", "__attribute__((weak)) int course_helper(int x) { return x - 1; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "course_helper"},
 		{"same weak as the driver's", "__attribute__((weak)) int course_helper(int x) { return x + 1; }\nvoid scale(float *x, int n) { x[0] = (float)course_helper(n); }\n", "", ""},
-		{"copies the driver's expected values", "#include <string.h>\nextern float expected[4];\nvoid scale(float *x, int n) { memcpy(x, expected, 4 * (size_t)n); }\n", ruleHarness, "expected"},
-		{"calls the driver's reference", "void reference_scale(float *x, int n);\nvoid scale(float *x, int n) { reference_scale(x, n); }\n", ruleHarness, "reference_scale"},
+		{"copies the driver's expected values", "#include <string.h>\nextern float expected[4];\nvoid scale(float *x, int n) { memcpy(x, expected, 4 * (size_t)n); }\n", ruleDriver, "expected"},
+		{"calls the driver's reference", "void reference_scale(float *x, int n);\nvoid scale(float *x, int n) { reference_scale(x, n); }\n", ruleDriver, "reference_scale"},
 		{"interposes fwrite", "#include <stdio.h>\nsize_t fwrite(const void *p, size_t s, size_t n, FILE *f) { (void)p; (void)s; (void)f; return n; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "fwrite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -138,8 +138,8 @@ type Violation struct {
 	Why    string `json:"why"`
 	// Rule is "" for a call the manifest forbids, else the integrity rule broken: "harness"
 	// (a call of the harness's recording API), "startup" (code before main), "interpose" (a
-	// definition replacing a function the driver or harness uses), "python" (mgpu_policy.py),
-	// "source" (a #line directive).
+	// definition replacing a function the driver or harness uses), "driver" (a use of the
+	// driver's own functions or data), "python" (mgpu_policy.py), "source" (a #line directive).
 	Rule string `json:"rule,omitempty"`
 }
 
