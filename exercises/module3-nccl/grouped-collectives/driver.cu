@@ -11,8 +11,13 @@
  * host sum, tolerance 0, after reading it back on the learner's stream.
  *
  * Performance (headline case "many"): the learner's allreduce_many against the same calls made
- * one by one, outside any group, on the same buffers, timed in the same run (ABAB). Metric:
- * time per batch.
+ * one by one, outside any group, timed in the same run (ABAB). The baseline has a batch of
+ * its own with the same inputs, so after timing the learner's recv holds what the learner's
+ * last timed call wrote. Metric: time per batch.
+ *
+ * After timing ("after-timing", not in MGPU_CASES): recv must hold the sums of the timed
+ * calls' inputs; then every send[k] gets inputs no call has seen, every recv[k] is poisoned,
+ * and one more call on the timed buffers and stream must produce the new sums.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,13 +83,66 @@ static void batch_free(batch *b) {
 /* The input "iteration" of tensor k in iteration it: distinct for every (it, k). */
 static int data_iter(int it, int k) { return it * 4096 + k; }
 
+enum { kTimedIt = 0, kAfterTimingIt = 100 }; /* correctness uses iterations 0 and 1 */
+
+static void fill_inputs(const mgpu_ctx *ctx, batch *b, int it, cudaStream_t stream) {
+  int k;
+  for (k = 0; k < b->count; k++)
+    mgpu_fill_exact_f32((float *)b->send[k].ptr, (long long)b->n[k], ctx->seed, ctx->rank,
+                        data_iter(it, k), stream);
+}
+
+/* Reads every recv[k] back on `stream` and compares it with the host sum of iteration it's
+ * inputs, into r. host and want hold kMaxTensorElems floats. */
+static void compare(const mgpu_ctx *ctx, const batch *b, int it, float *host, float *want,
+                    mgpu_result *r, cudaStream_t stream) {
+  long long base = 0;
+  int k, rr;
+  for (k = 0; k < b->count; k++) {
+    long long i, nk = (long long)b->n[k];
+    for (i = 0; i < nk; i++) want[i] = 0.0f;
+    for (rr = 0; rr < ctx->world; rr++) {
+      uint64_t key = mgpu_exact_key(ctx->seed, rr, data_iter(it, k));
+      for (i = 0; i < nk; i++) want[i] += mgpu_exact_value_k(key, i);
+    }
+    MGPU_CUDA(cudaMemcpyAsync(host, b->recvp[k], (size_t)nk * sizeof(float),
+                              cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    for (i = 0; i < nk; i++) mgpu_result_add(r, base + i, host[i], want[i], 0.0);
+    base += nk;
+  }
+}
+
+/* One checked call with the inputs of iteration it, every recv[k] poisoned first. */
+static void checked_call(const mgpu_ctx *ctx, batch *b, int it, float *host, float *want,
+                         mgpu_result *r, cudaStream_t stream) {
+  int k;
+  for (k = 0; k < b->count; k++) mgpu_poison(&b->recv[k], stream);
+  fill_inputs(ctx, b, it, stream);
+  allreduce_many(b->comm, b->count, b->sendp, b->recvp, b->n, stream);
+  compare(ctx, b, it, host, want, r, stream);
+}
+
+static long long guard_hits(const batch *b) {
+  long long hits = 0;
+  int k;
+  for (k = 0; k < b->count; k++)
+    hits += mgpu_guard_hits(&b->send[k]) + mgpu_guard_hits(&b->recv[k]);
+  return hits;
+}
+
+static void host_alloc(float **host, float **want) {
+  MGPU_CUDA(cudaMallocHost((void **)host, kMaxTensorElems * sizeof(float)));
+  *want = (float *)malloc(kMaxTensorElems * sizeof(float));
+  if (!*want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+}
+
 static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
                      cudaStream_t stream) {
   batch b;
   mgpu_result r;
   float *host, *want;
-  long long base;
-  int it, k, rr;
+  int it;
 
   if (c->n < 1 || c->n > 2048) {
     mgpu_result_init(&r, c->n);
@@ -94,34 +152,10 @@ static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
   }
   batch_alloc(&b, (int)c->n, ctx->device, comm);
   mgpu_result_init(&r, (long long)b.total);
-  MGPU_CUDA(cudaMallocHost((void **)&host, kMaxTensorElems * sizeof(float)));
-  want = (float *)malloc(kMaxTensorElems * sizeof(float));
-  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  host_alloc(&host, &want);
 
-  for (it = 0; it < kIterations; it++) {
-    for (k = 0; k < b.count; k++) {
-      mgpu_poison(&b.recv[k], stream);
-      mgpu_fill_exact_f32((float *)b.send[k].ptr, (long long)b.n[k], ctx->seed, ctx->rank,
-                          data_iter(it, k), stream);
-    }
-    allreduce_many(comm, b.count, b.sendp, b.recvp, b.n, stream);
-    base = 0;
-    for (k = 0; k < b.count; k++) {
-      long long i, nk = (long long)b.n[k];
-      for (i = 0; i < nk; i++) want[i] = 0.0f;
-      for (rr = 0; rr < ctx->world; rr++) {
-        uint64_t key = mgpu_exact_key(ctx->seed, rr, data_iter(it, k));
-        for (i = 0; i < nk; i++) want[i] += mgpu_exact_value_k(key, i);
-      }
-      MGPU_CUDA(cudaMemcpyAsync(host, b.recvp[k], (size_t)nk * sizeof(float),
-                                cudaMemcpyDeviceToHost, stream));
-      MGPU_CUDA(cudaStreamSynchronize(stream));
-      for (i = 0; i < nk; i++) mgpu_result_add(&r, base + i, host[i], want[i], 0.0);
-      base += nk;
-    }
-  }
-  for (k = 0; k < b.count; k++)
-    r.guard_hits += mgpu_guard_hits(&b.send[k]) + mgpu_guard_hits(&b.recv[k]);
+  for (it = 0; it < kIterations; it++) checked_call(ctx, &b, it, host, want, &r, stream);
+  r.guard_hits = guard_hits(&b);
   if (r.bad || r.unwritten)
     snprintf(r.msg, sizeof r.msg,
              "%d tensors of 4-64 KiB, %d iterations: every recv[k] must hold the sum of every "
@@ -152,26 +186,58 @@ static void op_baseline(void *arg, int iter, cudaStream_t stream) {
                             stream));
 }
 
+/* The case "after-timing": the learner's last timed results (inputs unchanged during timing),
+ * then one more call exactly as the timed ones, with inputs no call has seen. Every rank makes
+ * the call, whatever its own check found. */
+static void check_after_timing(const mgpu_ctx *ctx, batch *b, cudaStream_t stream) {
+  mgpu_result r;
+  float *host, *want;
+  long long last_wrong;
+  host_alloc(&host, &want);
+  mgpu_result_init(&r, (long long)b->total);
+  compare(ctx, b, kTimedIt, host, want, &r, stream);
+  last_wrong = r.bad + r.unwritten;
+  checked_call(ctx, b, kAfterTimingIt, host, want, &r, stream);
+  r.guard_hits = guard_hits(b);
+  if (last_wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, recv did not hold the sums of the inputs they were given "
+             "(%lld wrong elements): every call must do the whole work, repeated calls with the "
+             "same buffers included",
+             last_wrong);
+  else if (r.bad || r.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result: every call must do the whole work, repeated calls with the same buffers "
+             "included (%d tensors)",
+             b->count);
+  mgpu_record_case("after-timing", &r, 0);
+  free(want);
+  MGPU_CUDA(cudaFreeHost(host));
+}
+
 static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStream_t stream) {
-  batch b;
+  batch b, base;
   mgpu_timing t;
-  int k;
   if (c->n < 1 || c->n > 2048) {
     mgpu_note("perf case %s: n must be a tensor count in 1..2048; skipped", c->name);
     return;
   }
   batch_alloc(&b, (int)c->n, ctx->device, comm);
-  for (k = 0; k < b.count; k++)
-    mgpu_fill_exact_f32((float *)b.send[k].ptr, (long long)b.n[k], ctx->seed, ctx->rank, k,
-                        stream);
+  batch_alloc(&base, (int)c->n, ctx->device, comm);
+  fill_inputs(ctx, &b, kTimedIt, stream);
+  fill_inputs(ctx, &base, kTimedIt, stream);
   MGPU_CUDA(cudaStreamSynchronize(stream));
   memset(&t, 0, sizeof t);
   t.case_name = c->name;
   t.bytes = (double)b.total * sizeof(float);
   t.factor = 1.0;
   t.metric = "time";
-  mgpu_time_pair(ctx, &t, op_yours, &b, op_baseline, &b, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
+  mgpu_time_pair(ctx, &t, op_yours, &b, op_baseline, &base, stream);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  check_after_timing(ctx, &b, stream);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  batch_free(&base);
   batch_free(&b);
 }
 

@@ -9,9 +9,15 @@
  * the host sum, tolerance 0; send is read back too and must still hold this rank's input.
  * Sizes are odd, prime, one and a power of two, on whatever number of GPUs the machine has.
  *
- * Performance (headline case "256MiB"): the learner's ring against ncclAllReduce on the same
- * buffers in the same run (ABAB), as bus bandwidth with nccl-tests' all-reduce factor
- * 2(world-1)/world.
+ * Performance (headline case "256MiB"): the learner's ring against ncclAllReduce of the same
+ * send buffer (into a recv of its own) in the same run (ABAB), as bus bandwidth with
+ * nccl-tests' all-reduce factor 2(world-1)/world.
+ *
+ * After timing ("after-timing", not in MGPU_CASES): recv must still hold the sum of the timed
+ * calls' inputs (the baseline writes elsewhere, so the learner's last timed call wrote it); then
+ * send gets inputs no call has seen, recv and scratch are poisoned, and one more call on the
+ * timed buffers and stream must produce the new sum. A ring that stops working once it has
+ * been called often enough, or on the same buffers again, fails here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,53 +59,90 @@ static void call_ring(ring_bufs *b, cudaStream_t stream) {
                  (size_t)b->n, (float *)b->scratch.ptr, stream);
 }
 
+/* Host side of a check: the expected sum, this rank's input, pinned staging for read-backs. */
+typedef struct ring_check {
+  float *want, *mine, *host;
+  long long send_changed;
+} ring_check;
+
+static void check_alloc(ring_check *k, long long n) {
+  const size_t bytes = (size_t)n * sizeof(float);
+  k->want = (float *)malloc(bytes);
+  k->mine = (float *)malloc(bytes);
+  if (!k->want || !k->mine)
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  MGPU_CUDA(cudaMallocHost((void **)&k->host, bytes));
+  k->send_changed = 0;
+}
+
+static void check_free(ring_check *k) {
+  MGPU_CUDA(cudaFreeHost(k->host));
+  free(k->mine);
+  free(k->want);
+}
+
+/* want = the sum over ranks of the inputs of iteration `it`; mine = this rank's input. */
+static void expect_sum(const mgpu_ctx *ctx, long long n, int it, ring_check *k) {
+  long long i;
+  int rr;
+  for (i = 0; i < n; i++) k->want[i] = 0.0f;
+  for (rr = 0; rr < ctx->world; rr++) {
+    uint64_t key = mgpu_exact_key(ctx->seed, rr, it);
+    float *dst = rr == ctx->rank ? k->mine : NULL;
+    for (i = 0; i < n; i++) {
+      float v = mgpu_exact_value_k(key, i);
+      k->want[i] += v;
+      if (dst) dst[i] = v;
+    }
+  }
+}
+
+/* Reads recv and send back on `stream`: recv against want into r, send against mine. */
+static void compare(ring_bufs *b, ring_check *k, mgpu_result *r, cudaStream_t stream) {
+  const size_t bytes = (size_t)b->n * sizeof(float);
+  long long i;
+  MGPU_CUDA(cudaMemcpyAsync(k->host, b->recv.ptr, bytes, cudaMemcpyDeviceToHost, stream));
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  for (i = 0; i < b->n; i++) mgpu_result_add(r, i, k->host[i], k->want[i], 0.0);
+  MGPU_CUDA(cudaMemcpyAsync(k->host, b->send.ptr, bytes, cudaMemcpyDeviceToHost, stream));
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  for (i = 0; i < b->n; i++) k->send_changed += k->host[i] != k->mine[i];
+}
+
+/* One checked call with the inputs of iteration `it`: recv and scratch poisoned first. */
+static void checked_call(const mgpu_ctx *ctx, ring_bufs *b, int it, ring_check *k, mgpu_result *r,
+                         cudaStream_t stream) {
+  mgpu_poison(&b->recv, stream);
+  mgpu_poison(&b->scratch, stream);
+  mgpu_fill_exact_f32((float *)b->send.ptr, b->n, ctx->seed, ctx->rank, it, stream);
+  call_ring(b, stream);
+  expect_sum(ctx, b->n, it, k);
+  compare(b, k, r, stream);
+}
+
+static long long guard_hits(const ring_bufs *b) {
+  return mgpu_guard_hits(&b->send) + mgpu_guard_hits(&b->recv) + mgpu_guard_hits(&b->scratch);
+}
+
+static const char kSendChanged[] =
+    "send was modified: %lld of its elements no longer hold this rank's input after the call "
+    "(send is read-only; use scratch)";
+
 static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
                      cudaStream_t stream) {
   const long long n = c->n;
-  const size_t bytes = (size_t)n * sizeof(float);
   ring_bufs b;
+  ring_check k;
   mgpu_result r;
-  float *want, *mine, *host;
-  long long send_changed = 0, i;
-  int it, rr;
+  int it;
 
   bufs_alloc(&b, n, ctx, comm);
   mgpu_result_init(&r, n);
-  want = (float *)malloc(bytes);
-  mine = (float *)malloc(bytes);
-  if (!want || !mine) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  MGPU_CUDA(cudaMallocHost((void **)&host, bytes));
-
-  for (it = 0; it < kIterations; it++) {
-    mgpu_poison(&b.recv, stream);
-    mgpu_poison(&b.scratch, stream);
-    mgpu_fill_exact_f32((float *)b.send.ptr, n, ctx->seed, ctx->rank, it, stream);
-    call_ring(&b, stream);
-
-    for (i = 0; i < n; i++) want[i] = 0.0f;
-    for (rr = 0; rr < ctx->world; rr++) {
-      uint64_t key = mgpu_exact_key(ctx->seed, rr, it);
-      float *dst = rr == ctx->rank ? mine : NULL;
-      for (i = 0; i < n; i++) {
-        float v = mgpu_exact_value_k(key, i);
-        want[i] += v;
-        if (dst) dst[i] = v;
-      }
-    }
-    MGPU_CUDA(cudaMemcpyAsync(host, b.recv.ptr, bytes, cudaMemcpyDeviceToHost, stream));
-    MGPU_CUDA(cudaStreamSynchronize(stream));
-    for (i = 0; i < n; i++) mgpu_result_add(&r, i, host[i], want[i], 0.0);
-
-    MGPU_CUDA(cudaMemcpyAsync(host, b.send.ptr, bytes, cudaMemcpyDeviceToHost, stream));
-    MGPU_CUDA(cudaStreamSynchronize(stream));
-    for (i = 0; i < n; i++) send_changed += host[i] != mine[i];
-  }
-  r.guard_hits = mgpu_guard_hits(&b.send) + mgpu_guard_hits(&b.recv) + mgpu_guard_hits(&b.scratch);
-  if (send_changed)
-    snprintf(r.msg, sizeof r.msg,
-             "send was modified: %lld of its elements no longer hold this rank's input after "
-             "the call (send is read-only; use scratch)",
-             send_changed);
+  check_alloc(&k, n);
+  for (it = 0; it < kIterations; it++) checked_call(ctx, &b, it, &k, &r, stream);
+  r.guard_hits = guard_hits(&b);
+  if (k.send_changed)
+    snprintf(r.msg, sizeof r.msg, kSendChanged, k.send_changed);
   else if (r.bad || r.unwritten)
     snprintf(r.msg, sizeof r.msg,
              "ring all-reduce of %lld floats over %d ranks (%lld per rank's chunk, remainder "
@@ -107,15 +150,24 @@ static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
              n, ctx->world, n / ctx->world, n % ctx->world, kIterations);
   else if (r.guard_hits)
     snprintf(r.msg, sizeof r.msg, "a write landed outside send, recv or scratch");
-  mgpu_record_case(c->name, &r, send_changed != 0);
+  mgpu_record_case(c->name, &r, k.send_changed != 0);
 
-  MGPU_CUDA(cudaFreeHost(host));
-  free(mine);
-  free(want);
+  check_free(&k);
   bufs_free(&b);
 }
 
 /* ---- timing ------------------------------------------------------------------------------ */
+
+enum { kTimedIter = 0, kAfterTimingIter = 1000 }; /* input iterations; correctness used 0, 1 */
+
+/* The baseline's buffers: the learner's send, a recv of its own, so that after timing the
+ * learner's recv holds what the learner's last timed call wrote. */
+typedef struct nccl_arg {
+  const void *send;
+  void *recv;
+  size_t n;
+  ncclComm_t comm;
+} nccl_arg;
 
 static void op_ring(void *arg, int iter, cudaStream_t stream) {
   (void)iter;
@@ -123,25 +175,68 @@ static void op_ring(void *arg, int iter, cudaStream_t stream) {
 }
 
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
-  ring_bufs *b = (ring_bufs *)arg;
+  nccl_arg *a = (nccl_arg *)arg;
   (void)iter;
-  MGPU_NCCL(ncclAllReduce(b->send.ptr, b->recv.ptr, (size_t)b->n, ncclFloat, ncclSum, b->comm,
-                          stream));
+  MGPU_NCCL(ncclAllReduce(a->send, a->recv, a->n, ncclFloat, ncclSum, a->comm, stream));
+}
+
+/* The case "after-timing": the last timed call's recv (inputs unchanged during timing), then
+ * one more call exactly as the timed ones, with inputs no call has seen. Every rank makes the
+ * call, whatever its own check found. */
+static void check_after_timing(const mgpu_ctx *ctx, ring_bufs *b, cudaStream_t stream) {
+  ring_check k;
+  mgpu_result r;
+  long long last_wrong;
+  check_alloc(&k, b->n);
+  mgpu_result_init(&r, b->n);
+  expect_sum(ctx, b->n, kTimedIter, &k);
+  compare(b, &k, &r, stream);
+  last_wrong = r.bad + r.unwritten;
+  checked_call(ctx, b, kAfterTimingIter, &k, &r, stream);
+  r.guard_hits = guard_hits(b);
+  if (k.send_changed)
+    snprintf(r.msg, sizeof r.msg, kSendChanged, k.send_changed);
+  else if (last_wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, recv did not hold the sum of the inputs they were given "
+             "(%lld wrong elements): every call must do the whole work, repeated calls with the "
+             "same buffers included",
+             last_wrong);
+  else if (r.bad || r.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result: every call must do the whole work, repeated calls with the same buffers "
+             "included (%lld floats over %d ranks)",
+             b->n, ctx->world);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg, "a write landed outside send, recv or scratch");
+  mgpu_record_case("after-timing", &r, k.send_changed != 0);
+  check_free(&k);
 }
 
 static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStream_t stream) {
   ring_bufs b;
+  mgpu_buf base_recv;
+  nccl_arg base;
   mgpu_timing t;
   bufs_alloc(&b, c->n, ctx, comm);
-  mgpu_fill_exact_f32((float *)b.send.ptr, c->n, ctx->seed, ctx->rank, 0, stream);
+  base_recv = mgpu_alloc((size_t)c->n * sizeof(float), ctx->device);
+  base.send = b.send.ptr;
+  base.recv = base_recv.ptr;
+  base.n = (size_t)c->n;
+  base.comm = comm;
+  mgpu_fill_exact_f32((float *)b.send.ptr, c->n, ctx->seed, ctx->rank, kTimedIter, stream);
   MGPU_CUDA(cudaStreamSynchronize(stream));
   memset(&t, 0, sizeof t);
   t.case_name = c->name;
   t.bytes = (double)c->n * sizeof(float);
   t.factor = 2.0 * (ctx->world - 1) / ctx->world;
   t.metric = "busbw";
-  mgpu_time_pair(ctx, &t, op_ring, &b, op_nccl, &b, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
+  mgpu_time_pair(ctx, &t, op_ring, &b, op_nccl, &base, stream);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  check_after_timing(ctx, &b, stream);
+  MGPU_CUDA(cudaDeviceSynchronize());
+  mgpu_free(&base_recv);
   bufs_free(&b);
 }
 

@@ -20,6 +20,12 @@
  * serialized loop (backward, all-reduce, update, all on `compute`), same run, ABAB. Before
  * timing, rank 0 calibrates `work` so that one layer's backward takes about as long as one
  * layer's all-reduce, and shares it: that is where overlap pays most.
+ *
+ * After timing ("after-timing", not in MGPU_CASES): the timed model's weights get values no
+ * call has seen, its gradients are poisoned, and one more train_steps call exactly as the timed
+ * ones (one step, a step number never used before, the same streams) must leave the weights
+ * equal to the single-GPU reference of that step. The timed calls change the weights, so there
+ * is no earlier result to compare.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,7 +43,10 @@ enum {
   kSteps = 3,
   kCorrectnessWork = 2048, /* a 1M-float backward then takes long enough to lose a race */
   kCalibrationWork = 256,
-  kThreads = 256
+  kThreads = 256,
+  kInitIter = 1000,           /* initial weights of layer l: exact values of iteration 1000 + l */
+  kAfterTimingInit = 5000,    /* ... and of 5000 + l before the after-timing call */
+  kAfterTimingStep = 1 << 20  /* its step number: the timed calls count from 0 */
 };
 
 /* ---- the course kernels ------------------------------------------------------------------ */
@@ -137,7 +146,7 @@ static void model_alloc(model_bufs *b, size_t n, const mgpu_ctx *ctx, int work,
     b->wp[l] = (float *)b->w[l].ptr;
     b->gp[l] = (float *)b->g[l].ptr;
     /* The same initial weights on every rank: the fill's "rank" is 0 everywhere. */
-    mgpu_fill_exact_f32(b->wp[l], (long long)n, ctx->seed, 0, 1000 + l, s);
+    mgpu_fill_exact_f32(b->wp[l], (long long)n, ctx->seed, 0, kInitIter + l, s);
     mgpu_poison(&b->g[l], s);
   }
   b->m.layers = kLayers;
@@ -156,16 +165,17 @@ static void model_free(model_bufs *b) {
   }
 }
 
-/* The single-GPU reference: every rank's gradient in turn, summed, then the update. */
+/* The single-GPU reference: weights of iteration init_iter + l, then steps first_step ..
+ * first_step + steps - 1, each summing every rank's gradient in turn before the update. */
 static void reference_weights(float **ref, size_t n, const mgpu_ctx *ctx, int work,
-                              cudaStream_t s) {
+                              int init_iter, int first_step, int steps, cudaStream_t s) {
   float *g, *sum;
   int t, l, r;
   MGPU_CUDA(cudaMalloc((void **)&g, n * sizeof(float)));
   MGPU_CUDA(cudaMalloc((void **)&sum, n * sizeof(float)));
   for (l = 0; l < kLayers; l++)
-    mgpu_fill_exact_f32(ref[l], (long long)n, ctx->seed, 0, 1000 + l, s);
-  for (t = 0; t < kSteps; t++)
+    mgpu_fill_exact_f32(ref[l], (long long)n, ctx->seed, 0, init_iter + l, s);
+  for (t = first_step; t < first_step + steps; t++)
     for (l = kLayers - 1; l >= 0; l--) {
       MGPU_CUDA(cudaMemsetAsync(sum, 0, n * sizeof(float), s));
       for (r = 0; r < ctx->world; r++) {
@@ -181,19 +191,42 @@ static void reference_weights(float **ref, size_t n, const mgpu_ctx *ctx, int wo
   MGPU_CUDA(cudaFree(g));
 }
 
+/* Reads every layer's weights back on `compute` (ordered after train_steps' work only if the
+ * learner joined every stream it used back into `compute`) and compares them with ref, into r.
+ * Element index = layer x n + i. */
+static void compare_weights(const model_bufs *b, float **ref, size_t n, mgpu_result *r,
+                            cudaStream_t compute) {
+  float *host, *want;
+  long long i;
+  int l;
+  MGPU_CUDA(cudaMallocHost((void **)&host, n * sizeof(float)));
+  want = (float *)malloc(n * sizeof(float));
+  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  for (l = 0; l < kLayers; l++) {
+    MGPU_CUDA(cudaMemcpyAsync(host, b->wp[l], n * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    MGPU_CUDA(cudaStreamSynchronize(compute));
+    MGPU_CUDA(cudaMemcpy(want, ref[l], n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (i = 0; i < (long long)n; i++)
+      mgpu_result_add(r, (long long)l * (long long)n + i, host[i], want[i], 0.0);
+  }
+  MGPU_CUDA(cudaDeviceSynchronize());
+  for (l = 0; l < kLayers; l++)
+    r->guard_hits += mgpu_guard_hits(&b->w[l]) + mgpu_guard_hits(&b->g[l]);
+  free(want);
+  MGPU_CUDA(cudaFreeHost(host));
+}
+
 static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
                      cudaStream_t compute, cudaStream_t comm_stream) {
   const size_t n = (size_t)c->n;
   model_bufs b;
   float *ref[kLayers];
-  float *host, *want;
   mgpu_result r;
-  long long i;
   int l;
 
   model_alloc(&b, n, ctx, kCorrectnessWork, compute);
   for (l = 0; l < kLayers; l++) MGPU_CUDA(cudaMalloc((void **)&ref[l], n * sizeof(float)));
-  reference_weights(ref, n, ctx, kCorrectnessWork, compute);
+  reference_weights(ref, n, ctx, kCorrectnessWork, kInitIter, 0, kSteps, compute);
 
   /* Two calls, the second starting at step 1, as the timed calls start at step iter: a loop
    * that counts from 0 instead of first_step shows here, not only as an absurd speed-up. */
@@ -201,20 +234,7 @@ static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
   train_steps(comm, &b.m, 1, kSteps - 1, compute, comm_stream);
 
   mgpu_result_init(&r, (long long)n * kLayers);
-  MGPU_CUDA(cudaMallocHost((void **)&host, n * sizeof(float)));
-  want = (float *)malloc(n * sizeof(float));
-  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  for (l = 0; l < kLayers; l++) {
-    /* The learner's weights, read on `compute`: ordered after train_steps' work only if the
-     * learner joined every stream it used back into `compute`. */
-    MGPU_CUDA(cudaMemcpyAsync(host, b.wp[l], n * sizeof(float), cudaMemcpyDeviceToHost, compute));
-    MGPU_CUDA(cudaStreamSynchronize(compute));
-    MGPU_CUDA(cudaMemcpy(want, ref[l], n * sizeof(float), cudaMemcpyDeviceToHost));
-    for (i = 0; i < (long long)n; i++)
-      mgpu_result_add(&r, (long long)l * (long long)n + i, host[i], want[i], 0.0);
-  }
-  MGPU_CUDA(cudaDeviceSynchronize());
-  for (l = 0; l < kLayers; l++) r.guard_hits += mgpu_guard_hits(&b.w[l]) + mgpu_guard_hits(&b.g[l]);
+  compare_weights(&b, ref, n, &r, compute);
   if (r.bad || r.unwritten)
     snprintf(r.msg, sizeof r.msg,
              "after %d steps of %d layers x %lld floats on %d ranks the weights differ from the "
@@ -224,8 +244,6 @@ static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
              kSteps, kLayers, (long long)n, ctx->world, (long long)n);
   mgpu_record_case(c->name, &r, 0);
 
-  free(want);
-  MGPU_CUDA(cudaFreeHost(host));
   for (l = 0; l < kLayers; l++) MGPU_CUDA(cudaFree(ref[l]));
   model_free(&b);
 }
@@ -303,6 +321,34 @@ static int calibrate_work(mgpu_ctx *ctx, ncclComm_t comm, const train_model *m,
   return work;
 }
 
+/* The case "after-timing": new weights and poisoned gradients in the timed model, one more
+ * call as the timed ones make it, compared with the reference of that one step. Every rank
+ * makes the call, whatever its own check found. */
+static void check_after_timing(const mgpu_ctx *ctx, model_bufs *b, ncclComm_t comm,
+                               cudaStream_t compute, cudaStream_t comm_stream) {
+  const size_t n = b->m.params;
+  float *ref[kLayers];
+  mgpu_result r;
+  int l;
+  for (l = 0; l < kLayers; l++) MGPU_CUDA(cudaMalloc((void **)&ref[l], n * sizeof(float)));
+  reference_weights(ref, n, ctx, b->m.work, kAfterTimingInit, kAfterTimingStep, 1, compute);
+  for (l = 0; l < kLayers; l++) {
+    mgpu_fill_exact_f32(b->wp[l], (long long)n, ctx->seed, 0, kAfterTimingInit + l, compute);
+    mgpu_poison(&b->g[l], compute);
+  }
+  train_steps(comm, &b->m, kAfterTimingStep, 1, compute, comm_stream);
+  mgpu_result_init(&r, (long long)n * kLayers);
+  compare_weights(b, ref, n, &r, compute);
+  if (r.bad || r.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result: every call must do the whole work, repeated calls with the same buffers "
+             "included (one step of %d layers x %lld floats; element index = layer x %lld + i)",
+             kLayers, (long long)n, (long long)n);
+  mgpu_record_case("after-timing", &r, 0);
+  for (l = 0; l < kLayers; l++) MGPU_CUDA(cudaFree(ref[l]));
+}
+
 static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStream_t compute,
                      cudaStream_t comm_stream) {
   model_bufs b;
@@ -321,6 +367,7 @@ static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStr
   t.metric = "time";
   mgpu_time_pair(ctx, &t, op_yours, &a, op_serial, &a, compute);
   MGPU_CUDA(cudaDeviceSynchronize());
+  check_after_timing(ctx, &b, comm, compute, comm_stream);
   model_free(&b);
 }
 

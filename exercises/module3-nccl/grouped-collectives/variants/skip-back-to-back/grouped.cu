@@ -4,10 +4,10 @@
  * the result is already there". Between two calls of the correctness cases the driver reads
  * recv back and computes sums on the host (far more than 10 µs), so every checked call does
  * the work. The timed calls are queued back to back behind the harness's gate: all but the
- * first of each sample do nothing, and the measured time per batch collapses. The manifest has
- * no suspect_above for this exercise and the driver checks nothing after timing, so this
- * passes performance with an absurd ratio unless one of those is added. Must fail at
- * performance (suspect).
+ * first of each sample do nothing, and the measured time per batch collapses. The driver's
+ * after-timing check does not see it: the last timed call's result is right (its first call of
+ * the sample wrote it), and the extra call comes long after, so it does the work. Only the
+ * manifest's suspect_above catches the absurd ratio. Must fail at performance (suspect).
  */
 #include <time.h>
 
