@@ -128,7 +128,7 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"frame", "error", "sys._getframe", 1},
 		{"evaluated", "error", "evil.py", 1},
 		{"spawn", "error", "started a process (sh)", 1}, // a library's subprocess, learner code on the stack
-		{"ordinary", "done", `"ok":true`, 0}, // its own class, a fresh allowed import, os.environ
+		{"ordinary", "done", `"ok":true`, 0},            // its own class, a fresh allowed import, os.environ
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)
