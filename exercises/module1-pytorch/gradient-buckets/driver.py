@@ -15,6 +15,8 @@ is 3/4 of the first gradient (the embedding), capped at 25 MiB, so the oversized
 every case.
 
 Performance (GPU): time of average_gradients against one all_reduce (+ divide) per tensor.
+Then "after-timing": new gradients in the timed tensors, one more call, checked, so a function
+that stops working after its first calls (when timed) fails.
 """
 import math
 import sys
@@ -70,6 +72,24 @@ def call_bytes(call):
     return 0
 
 
+def exact_grads(shapes, it):
+    """Iteration it's gradients, the world size times whole numbers plus multiples of 1/1024
+    (means exact in float32, not in float16/bfloat16), and their means over ranks."""
+    grads = [(h.exact(s, iter=it, salt=k) + h.exact(s, iter=it, salt=k + 1000) / 1024) * h.world
+             for k, s in enumerate(shapes)]
+    wants = [h.exact_sum(s, iter=it, salt=k) + h.exact_sum(s, iter=it, salt=k + 1000) / 1024
+             for k, s in enumerate(shapes)]
+    return grads, wants
+
+
+def flat(ts):
+    return torch.cat([t.reshape(-1) for t in ts])
+
+
+AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
+                "result: every call must do the whole work, repeated calls with the same "
+                "buffers included")
+
 h = mgpu_harness.init(default_cases={"small": 24, "odd": 27})
 learner = h.import_learner("buckets")
 h.init_process_group()
@@ -92,15 +112,10 @@ for name, d in h.cases.items():
     most = next_fit_buckets(nbytes, bucket)
     result = None
     for it in range(2):
-        # Whole numbers plus multiples of 1/1024: exact in float32, not in float16/bfloat16.
-        grads = [(h.exact(s, iter=it, salt=k) + h.exact(s, iter=it, salt=k + 1000) / 1024)
-                 * h.world for k, s in enumerate(shapes)]
+        grads, wants = exact_grads(shapes, it)
         with h.count_calls(routes) as calls, h.forbid():
             learner.average_gradients(grads, bucket)
-        wants = [h.exact_sum(s, iter=it, salt=k) + h.exact_sum(s, iter=it, salt=k + 1000) / 1024
-                 for k, s in enumerate(shapes)]
-        got = torch.cat([g.reshape(-1) for g in grads])
-        r = h.compare(got, torch.cat([w.reshape(-1) for w in wants]))
+        r = h.compare(flat(grads), flat(wants))
         problems = []
         if not r.ok():
             wrong = [k for k, (g, w) in enumerate(zip(grads, wants)) if not torch.equal(g, w)]
@@ -133,7 +148,7 @@ for name, d in h.cases.items():
     h.record(name, result)
 
 if h.timing:
-    for name, d in h.perf_cases.items():
+    for pi, (name, d) in enumerate(h.perf_cases.items()):
         shapes = transformer_shapes(d)
         grads_y = [h.exact(s, iter=100, salt=k) for k, s in enumerate(shapes)]
         grads_b = [g.clone() for g in grads_y]
@@ -147,6 +162,15 @@ if h.timing:
         h.time_pair(name, bytes=sum(g.numel() * 4 for g in grads_y), factor=1, metric="time",
                     yours=lambda i: learner.average_gradients(grads_y, PERF_BUCKET),
                     baseline=per_tensor)
+        # New gradients in the timed tensors, one more call as the timed ones made, checked.
+        fresh, wants = exact_grads(shapes, 200 + pi)
+        for g, f in zip(grads_y, fresh):
+            g.copy_(f)
+        del fresh
+        with h.forbid():
+            learner.average_gradients(grads_y, PERF_BUCKET)
+        h.check_equal("after-timing", flat(grads_y), flat(wants),
+                      msg=f"performance case {name}: {AFTER_TIMING}")
 else:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 

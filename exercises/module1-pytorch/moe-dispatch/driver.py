@@ -17,7 +17,9 @@ tokens on rank 0 (rank r has n + 37 r, except in "empty-" cases where rank 0 has
 rows have D numbers (PERF_D in the timed case).
 
 Performance (GPU, bfloat16): dispatch + combine against an all_gather-based exchange (every
-token to every rank, then reduce_scatter back).
+token to every rank, then reduce_scatter back). Then "after-timing": the rows of the last timed
+call, then new rows and destinations in the timed tensors and one more call, both checked, so
+code that stops working after its first calls (when timed) fails.
 """
 import sys
 
@@ -46,6 +48,36 @@ def tokens_of(r, name, n, it, d):
         # Skewed: about a quarter of the rows go to rank 0, the rest spread evenly.
         dest = torch.where(u > 32, torch.zeros_like(u), (u + 64) % h.world).to(torch.int64)
     return x, dest
+
+
+AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
+                "result")
+
+
+def after_timing(name, x, dest, last, exchange):
+    """The rows of the last timed call (x and dest had not changed), then new rows and
+    destinations in x and dest and one more call as the timed ones made, both compared exactly
+    with what the experts make of each row: row i times dest[i] + 2; one record."""
+    def want():
+        return x * (dest + 2).to(x.dtype).unsqueeze(1)
+
+    r = h.compare(last, want())
+    if not r.ok():
+        r.msg_parts.append("the rows returned by the last timed call were wrong")
+    n = x.shape[0]
+    x.copy_(h.exact(x.shape, iter=200))
+    dest.copy_(((h.exact((n,), iter=200, salt=1) + 64) % h.world).to(dest.dtype))
+    w = want()
+    with h.forbid():
+        back = exchange()
+    r2 = h.compare(back, w)
+    if not r2.ok():
+        r2.msg_parts.append(AFTER_TIMING)
+    r.add(r2)
+    if not r.ok():
+        r.msg_parts.append(f"performance case {name}: every call must do the whole work, "
+                           "repeated calls with the same buffers included")
+    h.record("after-timing", r)
 
 
 h = mgpu_harness.init(default_cases={"tiny": 3, "uneven": 1000, "empty-rank0": 50,
@@ -99,7 +131,10 @@ if h.timing:
 
         def yours(i):
             recv, state = learner.dispatch(x, dest)
-            learner.combine(recv * (h.rank + 2), state)
+            last[0] = learner.combine(recv * (h.rank + 2), state)
+            return last[0]
+
+        last = [None]
 
         all_x = torch.empty(h.world * n, PERF_D, device=h.device, dtype=x.dtype)
         all_dest = torch.empty(h.world * n, device=h.device, dtype=dest.dtype)
@@ -118,6 +153,7 @@ if h.timing:
 
         h.time_pair(name, bytes=n * PERF_D * 2, factor=1, metric="time", yours=yours,
                     baseline=gathered)
+        after_timing(name, x, dest, last[0], lambda: yours(0))
 else:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 

@@ -11,7 +11,9 @@ that no all-reduce is much bigger than bucket_bytes. On step LATE_STEP the ranks
 start backward LATE_S late, so a wait() that does not wait on its handles reads unreduced data.
 
 Performance (GPU): time of one training step (forward, backward, wait, SGD step) against
-torch's DistributedDataParallel on the same model and batch.
+torch's DistributedDataParallel on the same model and batch. Then "after-timing": new weights
+and a new batch in the timed model and tensors, one more backward and wait(), the gradients
+checked, so a GradientSync that stops reducing after its first steps (when timed) fails.
 """
 import copy
 import sys
@@ -61,6 +63,42 @@ def reduced_bytes(call):
     if isinstance(ts, torch.Tensor):
         ts = [ts]
     return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+
+
+AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
+                "result: every call must do the whole work, repeated calls with the same "
+                "buffers included")
+
+
+def after_timing(name, model, sync, x, y, width):
+    """New weights and a new batch in the timed model and tensors, one more backward and wait()
+    as the timed steps made them, and every p.grad compared with the mean over ranks of the
+    same backward run by the driver on a copy of the model (same local gradients, summed by
+    one all_reduce per tensor, so only the order of the sum over ranks may differ)."""
+    fresh = make_mlp(width, PERF_DEPTH, seed + 1, h.device)
+    with torch.no_grad():
+        for p, q in zip(model.parameters(), fresh.parameters()):
+            p.copy_(q)
+        x2, y2 = batch(width, x.shape[0], seed + h.rank, 1, h.device)
+        x.copy_(x2)
+        y.copy_(y2)
+    with h.forbid():
+        loss_fn(model(x), y).backward()
+        sync.wait()
+    loss_fn(fresh(x), y).backward()
+    all_reduce = h.real("torch.distributed.all_reduce")
+    for q in fresh.parameters():
+        all_reduce(q.grad)
+        q.grad.div_(h.world)
+    got = torch.cat([(p.grad if p.grad is not None else torch.full_like(p, float("nan")))
+                     .detach().reshape(-1) for p in model.parameters()])
+    want = torch.cat([q.grad.reshape(-1) for q in fresh.parameters()])
+    scale = want.abs().max().item()
+    h.check_equal("after-timing", got, want, tol=1e-5 * scale, rtol=1e-5,
+                  msg=f"performance case {name}: {AFTER_TIMING} (the gradients after "
+                  "backward and wait() are not the mean over ranks)")
+    for p in model.parameters():
+        p.grad = None
 
 
 h = mgpu_harness.init(default_cases={"small": 32, "odd": 33})
@@ -168,6 +206,7 @@ if h.timing:
         nbytes = sum(p.numel() * 4 for p in model.parameters())
         h.time_pair(name, bytes=nbytes, factor=1, metric="time", yours=yours,
                     baseline=baseline, iters=1)
+        after_timing(name, model, sync, x, y, width)
 else:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 

@@ -15,6 +15,8 @@ Fewer than n elements cannot be right either (each rank must send each of its va
 once): the sum then came from a collective through a route that is not policed.
 
 Performance (GPU): busbw of ring_all_reduce against dist.all_reduce on the same size, ABAB.
+Then "after-timing": new data in the timed tensor, one more call, checked, so a ring that stops
+working after its first calls (when timed) fails.
 """
 import sys
 
@@ -80,14 +82,25 @@ for name, n in h.cases.items():
             result = r
     h.record(name, result)
 
+AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
+                "result: every call must do the whole work, repeated calls with the same "
+                "buffers included")
+
 if h.timing:
-    for name, n in h.perf_cases.items():
+    for pi, (name, n) in enumerate(h.perf_cases.items()):
         buf_y = h.exact(n, iter=100)
         buf_b = buf_y.clone()
         all_reduce = h.real("torch.distributed.all_reduce")
         h.time_pair(name, bytes=n * 4, factor=2 * (h.world - 1) / h.world, metric="busbw",
                     yours=lambda i: learner.ring_all_reduce(buf_y, None),
                     baseline=lambda i: all_reduce(buf_b))
+        # The timed calls summed buf_y over and over (its values are past checking): new data
+        # in the same tensor, one more call as the timed ones made, checked element by element.
+        buf_y.copy_(h.exact(n, iter=200 + pi))
+        with h.forbid():
+            learner.ring_all_reduce(buf_y, None)
+        h.check_equal("after-timing", buf_y, h.exact_sum(n, iter=200 + pi),
+                      msg=f"performance case {name}, {n} elements: {AFTER_TIMING}")
 else:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 

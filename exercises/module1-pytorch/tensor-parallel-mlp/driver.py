@@ -13,7 +13,9 @@ single-device MLP computed in float64 from the same weights: float32 on CPU (rel
 tolerance 1e-4), bfloat16 on GPUs (2e-2, scaled by the output's RMS).
 
 Performance (GPU, bfloat16): forward time against the same full MLP on one GPU divided by the
-number of ranks (perfect scaling), so the ratio is the scaling efficiency T1 / (N * TN).
+number of ranks (perfect scaling), so the ratio is the scaling efficiency T1 / (N * TN). Then
+"after-timing": the last timed call's output, then new data in the timed input and one more
+call, both checked, so a forward that stops working after its first calls (when timed) fails.
 """
 import gc
 import statistics
@@ -91,6 +93,41 @@ def held_values(module):
     return sum(storages.values())
 
 
+AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
+                "result")
+
+
+def replicated_input(tokens, d, salt):
+    """The same input on every rank (tensor parallelism splits the weights, not the tokens)."""
+    g = torch.Generator().manual_seed(salt)
+    return torch.randn(tokens, d, generator=g).to(device=h.device, dtype=dtype)
+
+
+def after_timing(name, mlp, x, last, w):
+    """The output of the last timed call (x had not changed), then new data in x and one more
+    call as the timed ones made, both compared with the float64 reference; one record."""
+    def check(y, want):
+        return h.compare(y.to(torch.float64), want, tol=rtol * want.pow(2).mean().sqrt().item(),
+                         rtol=rtol)
+
+    r = check(last, reference(x, *w))
+    if not r.ok():
+        r.msg_parts.append("the output of the last timed call was wrong")
+    x.copy_(replicated_input(x.shape[0], x.shape[1], seed * 7 + 200))
+    want = reference(x, *w)
+    with h.forbid():
+        with torch.no_grad():
+            y = mlp(x)
+    r2 = check(y, want)
+    if not r2.ok():
+        r2.msg_parts.append(AFTER_TIMING)
+    r.add(r2)
+    if not r.ok():
+        r.msg_parts.append(f"performance case {name}: every call must do the whole work, "
+                           "repeated calls with the same buffers included")
+    h.record("after-timing", r)
+
+
 h = mgpu_harness.init(default_cases={"small": 48, "wide": 96})
 learner = h.import_learner("tp_mlp")
 h.init_process_group()
@@ -160,11 +197,13 @@ if h.timing:
         w1, b1, w2, b2 = weights(d, dtype, h.device, seed + d)
         with h.forbid():
             mlp = learner.ParallelMLP(w1, b1, w2, b2)
-        x = torch.randn(PERF_TOKENS, d, device=h.device, dtype=dtype)
+        x = replicated_input(PERF_TOKENS, d, seed * 7 + 100)
+
+        last = [None]
 
         def yours(i):
             with torch.no_grad():
-                mlp(x)
+                last[0] = mlp(x)
 
         def single(i):
             with torch.no_grad():
@@ -179,6 +218,7 @@ if h.timing:
             eff = statistics.median(b / y for y, b in zip(ys, bs))
             if h.rank == 0:
                 h.value(f"{name}: scaling efficiency T1/(N*TN) on {h.world} ranks", eff, "")
+        after_timing(name, mlp, x, last[0], (w1, b1, w2, b2))
 else:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
