@@ -20,7 +20,11 @@ connections exist and the learner's sends and receives do not block the host.
 
 Performance (GPU, bfloat16, M = K = 8192, N = the perf case's n, each rank N/world columns):
 time against the unfused form written by the course (all_gather_into_tensor, then one
-matmul). A hidden full gather before the GEMMs passes correctness and fails here.
+matmul). A hidden full gather before the GEMMs passes correctness and fails here. After each
+timed case, case "after-timing": the last timed call's result must still be A @ b_shard (its
+inputs never changed), and one more call with new whole numbers written into the timed a and b
+must give the new product, so that a function that skips repeated work fails (bfloat16 results
+are compared with the float32 product, allowing for rounding: bf16_result).
 """
 import sys
 import time
@@ -34,6 +38,7 @@ ITERS = 2
 DELAY_S = 0.3
 PERF_M = 8192
 PERF_K = 8192
+AFTER_ITER = 1 << 20  # iter of the after-timing data: no checked call used it
 
 
 def dims(n):
@@ -99,6 +104,57 @@ for name, n in h.cases.items():
         result.msg_parts += problems
     h.record(name, result)
 
+
+def small(shape, rank, salt):
+    """Fresh whole numbers in [-4, 4] for the after-timing call (h.exact folded): exact in
+    bfloat16, and their products' sums (K = 8192) exact in float32."""
+    return torch.remainder(h.exact(shape, rank=rank, iter=AFTER_ITER, salt=salt), 9) - 4
+
+
+def bf16_result(y, want, mag):
+    """h.compare of y (bfloat16) with want (float32, exact): an element within 2^-6 of mag, the
+    sum of its products' magnitudes, counts as right (a few roundings of partial sums to
+    bfloat16, in any order: cuBLAS may reduce split-K partials in bfloat16); skipped or stale
+    work is off by about the size of the values themselves."""
+    if isinstance(y, torch.Tensor) and tuple(y.shape) == tuple(want.shape):
+        got = y.detach().to(want.device, torch.float32)
+        y = torch.where((got - want).abs() <= mag * 2.0 ** -6, want, got)
+    return h.compare(y, want)
+
+
+def after_timing(name, n, a, b, last):
+    """Case after-timing of perf case name: the last timed call's result (last["y"]; a and b
+    did not change), then new data in a and b and one more call as the timed ones made it,
+    each compared with the product computed here. The same collective calls on every rank."""
+    buf = torch.empty(W * a.shape[0], a.shape[1], dtype=a.dtype, device=h.device)
+
+    def want():
+        all_gather(buf, a)
+        full, bs = buf.float(), b.float()
+        return full @ bs, full.abs() @ bs.abs()
+
+    res = bf16_result(last.get("y"), *want())
+    parts = [] if res.ok() else [f"performance case {name}: the last timed call's result is "
+                                 "wrong (its inputs had not changed since the first call)"]
+    a.copy_(small(a.shape, R, 1))
+    b.copy_(small(b.shape, R, 2))
+    ref = want()
+    with h.forbid():
+        y = learner.overlapped(a, b)
+    if h.on_gpu:
+        torch.cuda.synchronize()
+    fresh = bf16_result(y, *ref)
+    if not fresh.ok():
+        parts.append(f"performance case {name}: after the timed calls, a call with new data in "
+                     "the same buffers gave a wrong result")
+    res.add(fresh)
+    if parts:
+        res.msg_parts.insert(0, "; ".join(parts) + ": every call must do the whole work, "
+                             "repeated calls with the same buffers included")
+    res.n = n
+    h.record("after-timing", res)
+
+
 if h.timing:
     all_gather = h.real("torch.distributed.all_gather_into_tensor")
     for name, n in h.perf_cases.items():
@@ -106,9 +162,10 @@ if h.timing:
         a = torch.randint(-4, 5, (m, K), device=h.device).to(torch.bfloat16)
         b = torch.randint(-4, 5, (K, cols), device=h.device).to(torch.bfloat16)
         buf = torch.empty(W * m, K, dtype=a.dtype, device=h.device)
+        last = {}  # the last timed call's result
 
         def yours(i):
-            learner.overlapped(a, b)
+            last["y"] = learner.overlapped(a, b)
 
         def baseline(i):
             all_gather(buf, a)
@@ -116,6 +173,7 @@ if h.timing:
 
         h.time_pair(name, bytes=W * m * K * a.element_size(), factor=(W - 1) / W,
                     metric="time", yours=yours, baseline=baseline)
+        after_timing(name, n, a, b, last)
 else:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 

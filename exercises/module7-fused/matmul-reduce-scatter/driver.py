@@ -35,7 +35,12 @@ learner's sends and receives do not block the host.
 Performance (GPU, bfloat16, M = 8192 tokens, N = 8192 output features, K = the perf case's n,
 each rank K/world of it): time against the unfused form written by the course (one matmul of
 the whole M x N partial, then reduce_scatter_tensor). A GEMM of the whole partial before a ring
-that waits for each step passes correctness and fails here.
+that waits for each step passes correctness and fails here. After each timed case, case
+"after-timing": the last timed call's result must still be this rank's row block of X @ W (its
+inputs never changed), and one more call with new whole numbers written into the timed x and w
+must give the new block, so that a function that skips repeated work fails (bfloat16 results,
+which the ring rounds at every addition, are compared with the float32 sum, allowing for
+rounding: bf16_result).
 """
 import itertools
 import sys
@@ -50,6 +55,7 @@ ITERS = 2
 DELAY_S = 0.3
 PERF_M = 8192
 PERF_N = 8192
+AFTER_ITER = 1 << 20  # iter of the after-timing data: no checked call used it
 
 # What a row block holds (the classes every rank shares with the others).
 OK, OWN_ONLY, NO_OWN, SUBSET, OTHER_BLOCK, MIXED, UNKNOWN, SHAPE, BAIT = range(9)
@@ -269,6 +275,61 @@ for name, n in h.cases.items():
         result.msg_parts += problems
     h.record(name, result)
 
+
+def small(shape, salt):
+    """Fresh whole numbers in [-4, 4] for the after-timing call (h.exact folded): exact in
+    bfloat16, and their products' sums (K <= 8192) exact in float32."""
+    return torch.remainder(h.exact(shape, iter=AFTER_ITER, salt=salt), 9) - 4
+
+
+def bf16_result(y, want, mag):
+    """h.compare of y (bfloat16) with want (float32, exact): an element within 2^-6 of mag, the
+    sum of its products' magnitudes, counts as right (a few roundings of partial sums to
+    bfloat16, in any order: the ring's additions, split-K partials); skipped or stale work is
+    off by about the size of the values themselves."""
+    if isinstance(y, torch.Tensor) and tuple(y.shape) == tuple(want.shape):
+        got = y.detach().to(want.device, torch.float32)
+        y = torch.where((got - want).abs() <= mag * 2.0 ** -6, want, got)
+    return h.compare(y, want)
+
+
+def after_timing(name, n, x, w, last):
+    """Case after-timing of perf case name: the last timed call's result (last["y"]; x and w
+    did not change), then new data in x and w and one more call as the timed ones made it,
+    each compared with the block computed here (the driver's all_reduce of the float32
+    partials). The same collective calls on every rank."""
+    m = x.shape[0] // W
+
+    def want():
+        xs, ws = x.float(), w.float()
+        sums = [xs @ ws, xs.abs() @ ws.abs()]
+        for t in sums:
+            if W > 1:
+                all_reduce(t)
+        return [t[R * m:(R + 1) * m] for t in sums]
+
+    res = bf16_result(last.get("y"), *want())
+    parts = [] if res.ok() else [f"performance case {name}: the last timed call's result is "
+                                 "wrong (its inputs had not changed since the first call)"]
+    x.copy_(small(x.shape, 1))
+    w.copy_(small(w.shape, 2))
+    ref = want()
+    with h.forbid():
+        y = learner.matmul_reduce_scatter(x, w)
+    if h.on_gpu:
+        torch.cuda.synchronize()
+    fresh = bf16_result(y, *ref)
+    if not fresh.ok():
+        parts.append(f"performance case {name}: after the timed calls, a call with new data in "
+                     "the same buffers gave a wrong result")
+    res.add(fresh)
+    if parts:
+        res.msg_parts.insert(0, "; ".join(parts) + ": every call must do the whole work, "
+                             "repeated calls with the same buffers included")
+    res.n = n
+    h.record("after-timing", res)
+
+
 if h.timing:
     reduce_scatter = h.real("torch.distributed.reduce_scatter_tensor")
     for name, n in h.perf_cases.items():
@@ -277,15 +338,17 @@ if h.timing:
         x = torch.randint(-4, 5, (M, k), device=h.device).to(torch.bfloat16)
         w = torch.randint(-4, 5, (k, N), device=h.device).to(torch.bfloat16)
         out = torch.empty(M // W, N, dtype=x.dtype, device=h.device)
+        last = {}  # the last timed call's result
 
         def yours(i):
-            learner.matmul_reduce_scatter(x, w)
+            last["y"] = learner.matmul_reduce_scatter(x, w)
 
         def baseline(i):
             reduce_scatter(out, x @ w)
 
         h.time_pair(name, bytes=M * N * x.element_size(), factor=(W - 1) / W,
                     metric="time", yours=yours, baseline=baseline)
+        after_timing(name, n, x, w, last)
 else:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
