@@ -45,6 +45,8 @@ def spawn():
     return ce.run("echo forged")
 def ordinary():
     import heapq, statistics
+    import platform
+    platform.architecture()  # a library starting a tool (file) the policy lets start
     Own.count += 1
     os.environ["MGPU_TEST_OWN"] = "1"
     return statistics.mean([heapq.nsmallest(1, [3, 1])[0], Own.count])
@@ -76,6 +78,9 @@ elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated", "spawn"):
     with h.forbid():
         getattr(ev, what)()
     h.record_case("a", True, n=1)
+elif what == "toplevel":
+    h.import_learner("evil_top")
+    h.record_case("a", True, n=1)
 elif what == "ordinary":
     with h.forbid():
         h.record_case("a", ev.ordinary() == 1.0, n=1)
@@ -103,7 +108,9 @@ func torchPython(t *testing.T) string {
 func TestPythonHarnessGuards(t *testing.T) {
 	py := torchPython(t)
 	dir := t.TempDir()
-	for name, body := range map[string]string{"evil.py": evilLearner, "drv.py": guardDriver} {
+	// evil_top.py walks the garbage collector in its top-level code, while it is imported.
+	evilTop := "import gc\nN = len(gc.get_objects())\n"
+	for name, body := range map[string]string{"evil.py": evilLearner, "drv.py": guardDriver, "evil_top.py": evilTop} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -127,8 +134,9 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"open_fd", "error", "'open'", 1},
 		{"frame", "error", "sys._getframe", 1},
 		{"evaluated", "error", "evil.py", 1},
-		{"spawn", "error", "started a process (sh)", 1}, // a library's subprocess, learner code on the stack
-		{"ordinary", "done", `"ok":true`, 0},            // its own class, a fresh allowed import, os.environ
+		{"spawn", "error", "started a process (sh)", 1},
+		{"toplevel", "error", "evil_top.py", 1}, // judged while the learner's module is imported // a library's subprocess, learner code on the stack
+		{"ordinary", "done", `"ok":true`, 0},    // its own class, a fresh allowed import, os.environ
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)

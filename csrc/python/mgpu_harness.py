@@ -26,6 +26,7 @@ import functools
 import hashlib
 import hmac
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -510,8 +511,11 @@ _AUDIT_PREFIXES = ("marshal.", "gc.", "ctypes.", "os.", "subprocess.", "socket."
 # kernel the learner's call launches for the first time.
 _SPAWN_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                  "os.fork", "os.forkpty", "pty.spawn", "os.startfile"}
-_SPAWN_OK = {"ptxas", "cuobjdump", "nvdisasm", "ldconfig", "ld.so", "cc", "gcc", "clang", "g++",
-             "c++", "x86_64-linux-gnu-gcc", "nvcc", "fatbinary", "nvlink", "ld"}
+# (platform.architecture runs `file`, ctypes.util.find_library `objdump`; torch's symmetric
+# memory reached the first while Triton compiled, seen on an H100.)
+_SPAWN_OK = {"ptxas", "cuobjdump", "nvdisasm", "ldconfig", "ldconfig.real", "cc", "gcc", "clang",
+             "g++", "c++", "x86_64-linux-gnu-gcc", "nvcc", "fatbinary", "nvlink", "ld", "file",
+             "objdump", "uname"}
 
 # How each kind of event is told to the learner (first matching prefix).
 _AUDIT_WHAT = (("open", "opened a file or a descriptor itself"), ("exec", "evaluated code"),
@@ -578,18 +582,22 @@ class _Audit:
             f = f.f_back
         if site is None:
             return
-        prog = ""
+        exe = None
         if event == "subprocess.Popen" and args:
             exe, argv = args[0], args[1] if len(args) > 1 else None
             if isinstance(argv, (str, bytes)):
                 exe = "sh"  # a command line: a shell runs it, whatever it starts with
             elif exe is None and argv:
                 exe = argv[0]
-            try:
-                prog = os.path.basename(os.fsdecode(exe)) if exe is not None else ""
-            except TypeError:
-                prog = ""
-        if prog in _SPAWN_OK and event == "subprocess.Popen":
+        elif event in ("os.posix_spawn", "os.exec") and args:
+            exe = args[0]  # (path, argv, env): subprocess itself may start its program so
+        elif event == "os.spawn" and len(args) > 1:
+            exe = args[1]  # (mode, path, argv, env)
+        try:
+            prog = os.path.basename(os.fsdecode(exe)) if exe is not None else ""
+        except TypeError:
+            prog = ""
+        if prog in _SPAWN_OK:
             return
         if not h._violated:
             h._policy_error(event, site.f_code.co_filename, site.f_lineno,
@@ -846,6 +854,10 @@ class Harness:
         functions it imports are policed."""
         self._hide()
         self._learner_names.add(name)
+        # Its file is the learner's before its first line runs: top-level code is judged too.
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            self._learner_paths.update({spec.origin, os.path.abspath(spec.origin)})
         mod = importlib.import_module(name)
         self._learner_modules.append(mod)
         f = getattr(mod, "__file__", None)
