@@ -84,6 +84,10 @@ elif what == "toplevel":
 elif what == "ordinary":
     with h.forbid():
         h.record_case("a", ev.ordinary() == 1.0, n=1)
+elif what == "tol":
+    want = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    r = h.compare(want + torch.tensor([0.5, 0.0, 0.0, 2.0]), want, tol=torch.tensor([1.0, 0.0, 0.0, 1.0]))
+    h.record_case("a", r.bad == 1 and r.first[0]["i"] == 3, n=1)
 elif what == "inf":
     h.check_equal("a", torch.tensor([float("inf"), float("-inf"), 0.0, 0.0]), torch.zeros(4))
 sys.exit(h.finish())
@@ -127,6 +131,7 @@ func TestPythonHarnessGuards(t *testing.T) {
 		// Infinities in a result are reported as mismatches (they once crashed the formatting).
 		{"inf", "done", `"got":"-inf"`, 0},
 		{"p2pop", "done", "", 0},
+		{"tol", "done", `"ok":true`, 0}, // a tolerance per element
 		// The run-time policy (audit hook): routes the static policy would refuse, taken anyway.
 		{"peek", "done", `"ok":true`, 0}, // the driver's globals and the harness are out of sys.modules
 		{"unpickle", "error", "pickle.find_class", 1},

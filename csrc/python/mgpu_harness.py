@@ -1034,7 +1034,7 @@ class Harness:
 
     def compare(self, got, want, tol=0.0, rtol=0.0, n=None):
         """Compares every element of got with want: ok where |got - want| <= tol + rtol*|want|
-        (or both NaN). Elements of got that still hold the poison value where want does not
+        (or both NaN); tol may be a tensor of want's shape, a tolerance per element. Elements of got that still hold the poison value where want does not
         are counted apart, as unwritten. Returns a Result; writes nothing (see record)."""
         res = Result(n if n is not None else got.numel())
         plain = (torch.Tensor, torch.nn.Parameter)
@@ -1337,6 +1337,8 @@ class Result:
 
     def compare(self, got, want, tol, rtol):
         want = want.to(got.device)
+        if isinstance(tol, torch.Tensor):  # a tolerance per element, flat like got
+            tol = tol.detach().reshape(-1).to(got.device, torch.float64)
         n = got.numel()
         self.checked = n
         integer = not (got.dtype.is_floating_point or want.dtype.is_floating_point)
@@ -1344,20 +1346,21 @@ class Result:
         for s in range(0, n, _CHUNK):
             g = got[s:s + _CHUNK]
             w = want[s:s + _CHUNK]
+            t = tol[s:s + _CHUNK] if isinstance(tol, torch.Tensor) else tol
             if integer:
                 unwritten = (g == poison) & (w != poison)
                 gd, wd = g.to(torch.float64), w.to(torch.float64)
                 diff = (gd - wd).abs()
                 badm = (g != w) & ~unwritten
-                if tol > 0 or rtol > 0:
-                    badm &= diff > tol + rtol * wd.abs()
+                if isinstance(t, torch.Tensor) or t > 0 or rtol > 0:
+                    badm &= diff > t + rtol * wd.abs()
                 finite = ~unwritten
             else:
                 gd, wd = g.to(torch.float64), w.to(torch.float64)
                 gn, wn = torch.isnan(gd), torch.isnan(wd)
                 unwritten = gn & ~wn
                 diff = (gd - wd).abs()
-                close = (gd == wd) | (gn & wn) | (diff <= tol + rtol * wd.abs())
+                close = (gd == wd) | (gn & wn) | (diff <= t + rtol * wd.abs())
                 badm = ~close & ~unwritten
                 finite = ~unwritten & ~(gn & wn) & torch.isfinite(diff)
             self.unwritten += int(unwritten.sum())
