@@ -41,8 +41,12 @@
  *   time / iters, the maximum over ranks (MPI_Allreduce), so every rank records the same series;
  *   yours and the baseline alternate (ABAB), each with its own `iters` (the two differ by a
  *   large factor). The driver times by itself because both MPI paths block the host: the
- *   harness's start gate (mgpu_time_pair) would time out on them. After each timed case, recv is
- *   poisoned and one more of your operations must produce the sum: case "timed-<perf case>".
+ *   harness's start gate (mgpu_time_pair) would time out on them.
+ * After each timed case, case "after-timing" (not in MGPU_CASES): recv must still hold the sum
+ * of the timed calls' inputs (the baseline writes buffers of its own, so your last timed call
+ * wrote it); then send gets data no call has seen, recv is poisoned, and one more of your
+ * operations on the timed buffers and stream must produce the new sum. Code that stops working
+ * once it has been called often enough, or on the same buffers again, fails here.
  */
 #include <errno.h>
 #include <math.h>
@@ -78,6 +82,9 @@ static void delay(cudaStream_t s) {
 /* Data iterations of the exact generator: part p of round r, and the stale fill. */
 static int data_iter(int c, int round, int part) { return c * 64 + round * 8 + part; }
 enum { kPartMPI = 0, kPartNCCL = 1, kPartChain = 2, kStaleMPI = 3 };
+/* The timed data of perf case p, and the data of its after-timing call: no correctness part
+ * uses either (data_iter stays below 64 x 64 with fewer than 64 cases). */
+enum { kTimedIter = 5000, kAfterTimingIter = 6000 };
 
 /* want[i] = scale * sum over ranks of mgpu_exact_value(seed, r, iter, i): exact in float. */
 static void host_sum(float *want, const mgpu_ctx *ctx, int iter, long long n, float scale) {
@@ -435,6 +442,55 @@ static int iters_for(double one_us) {
   return it < 1 ? 1 : it > 5000 ? 5000 : (int)it;
 }
 
+/* The case "after-timing" of perf case pi: recv as the last timed call of yours left it (send
+ * unchanged during the timing; the baseline writes buffers of its own), then send filled with
+ * data no call has seen, recv poisoned, and one more of yours on the timed buffers and stream.
+ * Every rank makes the call, whatever its own check found. */
+static void check_after_timing(const mgpu_ctx *ctx, int pi, int nccl_case, perf_bufs *b,
+                               ncclComm_t nc, MPI_Comm comm, cudaStream_t s) {
+  const char *fn = nccl_case ? "nccl_sum" : "mpi_sum";
+  const long long n = b->n;
+  float *want = (float *)malloc((size_t)n * sizeof(float)), *host;
+  long long last_wrong;
+  part_tally t;
+  mgpu_result r;
+  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  host = host_alloc((size_t)n * sizeof(float));
+  memset(&t, 0, sizeof t);
+  mgpu_result_init(&r, n);
+  host_sum(want, ctx, kTimedIter + pi, n, 1.0f);
+  compare_part(&r, 0, &b->recv, want, NULL, n, host, s, &t);
+  last_wrong = t.wrong;
+
+  mgpu_fill_exact_f32((float *)b->send.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter + pi, s);
+  mgpu_poison(&b->recv, s);
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  yours_op(nccl_case, b, nc, comm, s);
+  collective_watch(ctx, s, fn);
+  host_sum(want, ctx, kAfterTimingIter + pi, n, 1.0f);
+  memset(&t, 0, sizeof t);
+  compare_part(&r, n, &b->recv, want, NULL, n, host, s, &t);
+  r.guard_hits = mgpu_guard_hits(&b->send) + mgpu_guard_hits(&b->recv);
+  if (last_wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "%s, perf case %s: after the timed calls, recv did not hold the sum of the inputs "
+             "they were given (%lld of %lld floats wrong): every call must do the whole work, "
+             "repeated calls with the same buffers included",
+             fn, ctx->perf_cases[pi].name, last_wrong, n);
+  else if (t.wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "%s, perf case %s: after the timed calls, a call with new data in the same buffers "
+             "gave a wrong result (%lld of %lld floats wrong, %lld NaN): every call must do the "
+             "whole work, repeated calls with the same buffers included",
+             fn, ctx->perf_cases[pi].name, t.wrong, n, t.nan);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg, "a write landed outside send or recv (in the guard bands)");
+  mgpu_record_case("after-timing", &r, 0);
+  MGPU_CUDA(cudaFreeHost(host));
+  free(want);
+}
+
 static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, ncclComm_t nc,
                      int usable, cudaStream_t s) {
   const mgpu_case *c = &ctx->perf_cases[pi];
@@ -447,9 +503,6 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, n
       (ctx->perf_budget_ms > 0 ? ctx->perf_budget_ms : 20000.0) * 1e3 / ctx->nperf_cases;
   double yours_us[kMaxSamples], base_us[kMaxSamples], start;
   perf_bufs b;
-  float *want, *host;
-  part_tally t;
-  mgpu_result r;
   int k, i, stop, iy, ib;
   char name[96];
 
@@ -462,8 +515,8 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, n
   b.recv = mgpu_alloc(bytes, ctx->device);
   MGPU_CUDA(cudaMalloc((void **)&b.bsend, bytes));
   MGPU_CUDA(cudaMalloc((void **)&b.brecv, bytes));
-  mgpu_fill_exact_f32((float *)b.send.ptr, n, ctx->seed, ctx->rank, 5000 + pi, s);
-  mgpu_fill_exact_f32(b.bsend, n, ctx->seed, ctx->rank, 5000 + pi, s);
+  mgpu_fill_exact_f32((float *)b.send.ptr, n, ctx->seed, ctx->rank, kTimedIter + pi, s);
+  mgpu_fill_exact_f32(b.bsend, n, ctx->seed, ctx->rank, kTimedIter + pi, s);
   MGPU_CUDA(cudaStreamSynchronize(s));
 
   /* Warm-up (NCCL's and MPI's first-use costs), then one timed operation of each decides how
@@ -491,30 +544,8 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, n
     mgpu_value(name, median_of(base_us, k), "us");
   }
 
-  /* What was timed must still be an all-reduce: recv poisoned, one more of yours. */
-  want = (float *)malloc(bytes);
-  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  host = host_alloc(bytes);
-  mgpu_poison(&b.recv, s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  yours_op(nccl_case, &b, nc, comm, s);
-  collective_watch(ctx, s, nccl_case ? "nccl_sum" : "mpi_sum");
-  host_sum(want, ctx, 5000 + pi, n, 1.0f);
-  memset(&t, 0, sizeof t);
-  mgpu_result_init(&r, n);
-  compare_part(&r, 0, &b.recv, want, NULL, n, host, s, &t);
-  r.guard_hits = mgpu_guard_hits(&b.send) + mgpu_guard_hits(&b.recv);
-  if (r.bad || r.unwritten)
-    snprintf(r.msg, sizeof r.msg,
-             "after the timing, one more %s of %lld floats (recv poisoned first) did not produce "
-             "the sum: %lld elements wrong",
-             nccl_case ? "nccl_sum" : "mpi_sum", n, t.wrong);
-  snprintf(name, sizeof name, "timed-%s", c->name);
-  mgpu_record_case(name, &r, 0);
+  check_after_timing(ctx, pi, nccl_case, &b, nc, comm, s);
 
-  MGPU_CUDA(cudaFreeHost(host));
-  free(want);
   MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
   MGPU_CUDA(cudaFree(b.brecv));
   MGPU_CUDA(cudaFree(b.bsend));

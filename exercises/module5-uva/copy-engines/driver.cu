@@ -26,6 +26,11 @@
  * Performance (pair 0): your exchange of n bytes each way (2n bytes moved) against one
  * cudaMemcpyPeerAsync of 2n bytes A -> B, timed in the same run, alternating (mgpu_time_pair,
  * algbw of 2n bytes). Both directions at once should take half the time of one direction.
+ * After timing ("after-timing", not in MGPU_CASES): a_dst must still hold b_src, which no timed
+ * call changed (the baseline writes b_dst2 only, so only the exchange wrote a_dst); then both
+ * sources get patterns no call has seen, both destinations are poisoned, and one more exchange
+ * on the timed buffers and stream must deliver both. An exchange that stops copying once it has
+ * been called often enough, or on the same buffers again, fails here.
  * Afterwards, for the report only: the exchange again while a kernel keeps every SM of both
  * GPUs busy (copy engines need no SMs).
  */
@@ -188,13 +193,63 @@ static double events_gbps(perf_bufs *b, int reps) {
   return 2.0 * (double)b->n * reps / ((double)ms * 1e-3) / 1e9;
 }
 
-static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c) {
+enum { kTimedAB = 900, kTimedBA = 901, kAfterAB = 902, kAfterBA = 903 }; /* pattern iters */
+
+/* The case "after-timing": the last timed call's a_dst (b_src unchanged during timing; b_dst2
+ * is the baseline's destination too, so it tells nothing), then one more exchange exactly as
+ * the timed ones, with sources no call has seen and poisoned destinations. */
+static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mgpu_buf *b_dst2,
+                               mgpu_buf *b_src, mgpu_buf *a_dst, uint8_t *host) {
+  const pair *p = b->p;
+  const size_t n = b->n;
+  mgpu_result r;
+  mgpu_result_init(&r, 2 * (long long)n);
+  MGPU_CUDA(cudaSetDevice(p->a));
+  const tally last = compare(a_dst->ptr, n, ctx->seed, kTimedBA, kTimedBA, host, NULL, 0);
+
+  mgpu_fill_pattern(a_src2->ptr, n, ctx->seed, kAfterAB, p->stream);
+  mgpu_fill_pattern(b_src->ptr, n, ctx->seed, kAfterBA, p->stream);
+  mgpu_poison(b_dst2, 0);
+  mgpu_poison(a_dst, 0);
+  sync_all(ctx->num_devices);
+  MGPU_CUDA(cudaSetDevice(p->a));
+  op_exchange(b, 0, p->stream);
+  expect_no_pending_error("exchange");
+  MGPU_CUDA(cudaSetDevice(p->a));
+  MGPU_CUDA(cudaStreamSynchronize(p->stream));
+  sync_all(ctx->num_devices);
+
+  MGPU_CUDA(cudaSetDevice(p->a));
+  const tally ab = compare(b_dst2->ptr, n, ctx->seed, kAfterAB, kTimedAB, host, &r, 0);
+  const tally ba = compare(a_dst->ptr, n, ctx->seed, kAfterBA, kTimedBA, host, &r, (long long)n);
+  r.guard_hits = mgpu_guard_hits(a_src2) + mgpu_guard_hits(b_dst2) + mgpu_guard_hits(b_src) +
+                 mgpu_guard_hits(a_dst);
+  if (last.bad + last.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a_dst did not hold what b_src held during them (%lld of %zu "
+             "bytes wrong): every call must do the whole work, repeated calls with the same "
+             "buffers included",
+             last.bad + last.unwritten, n);
+  else if (ab.bad + ab.unwritten + ba.bad + ba.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result: every call must do the whole work, repeated calls with the same buffers "
+             "included (A -> B: %lld of %zu bytes wrong, %lld of them the previous contents; "
+             "B -> A: %lld wrong, %lld the previous contents)",
+             ab.bad + ab.unwritten, n, ab.old, ba.bad + ba.unwritten, ba.old);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg, "after the timed calls: %lld guard bytes around the buffers "
+             "changed: write each destination's bytes and nothing else", r.guard_hits);
+  mgpu_record_case("after-timing", &r, last.bad + last.unwritten != 0);
+}
+
+static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *host) {
   const size_t n = (size_t)c->n;
   mgpu_buf a_src2 = mgpu_alloc(2 * n, p->a), b_dst2 = mgpu_alloc(2 * n, p->b);
   mgpu_buf b_src = mgpu_alloc(n, p->b), a_dst = mgpu_alloc(n, p->a);
   MGPU_CUDA(cudaSetDevice(p->a));
-  mgpu_fill_pattern(a_src2.ptr, 2 * n, ctx->seed, 900, p->stream);
-  mgpu_fill_pattern(b_src.ptr, n, ctx->seed, 901, p->stream);
+  mgpu_fill_pattern(a_src2.ptr, 2 * n, ctx->seed, kTimedAB, p->stream);
+  mgpu_fill_pattern(b_src.ptr, n, ctx->seed, kTimedBA, p->stream);
   MGPU_CUDA(cudaStreamSynchronize(p->stream));
   perf_bufs b = {p, b_dst2.ptr, a_src2.ptr, a_dst.ptr, b_src.ptr, n};
 
@@ -207,6 +262,7 @@ static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c) {
   mgpu_time_pair(ctx, &t, op_exchange, &b, op_one_way, &b, p->stream);
   expect_no_pending_error("exchange");
   sync_all(ctx->num_devices);
+  check_after_timing(ctx, &b, &a_src2, &b_dst2, &b_src, &a_dst, host);
 
   /* For the report: the same exchange while every SM of both GPUs spins. */
   const double alone = events_gbps(&b, 5);
@@ -277,12 +333,11 @@ int main(int argc, char **argv) {
     for (int k = 0; k < np; k++) check_pair(&ctx, &pairs[k], ctx.cases[c].name, n_ab, n_ba, 10 * c + 1, &r, host);
     mgpu_record_case(ctx.cases[c].name, &r, 0);
   }
-  MGPU_CUDA(cudaFreeHost(host));
-
   if (ctx.perf) {
     MGPU_CUDA(cudaSetDevice(pairs[0].a));
-    for (int c = 0; c < ctx.nperf_cases; c++) run_perf(&ctx, &pairs[0], &ctx.perf_cases[c]);
+    for (int c = 0; c < ctx.nperf_cases; c++) run_perf(&ctx, &pairs[0], &ctx.perf_cases[c], host);
   }
+  MGPU_CUDA(cudaFreeHost(host));
   sync_all(ctx.num_devices);
   for (int k = 0; k < np; k++) {
     MGPU_CUDA(cudaSetDevice(pairs[k].a));
