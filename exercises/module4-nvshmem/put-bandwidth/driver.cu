@@ -18,6 +18,9 @@
  * Performance ("256MiB"): your put against cudaMemcpyAsync of the same bytes from src to the
  * peer's dst, at the address nvshmem_ptr gives for it (the copy engine over NVLink), timed in
  * the same run, alternating, all PEs sending at once. Metric: algorithm bandwidth, bytes/time.
+ * After timing ("after-timing", not in MGPU_CASES): every dst is poisoned again, src gets bytes
+ * no call has sent, and put_to_peer runs once more on the timed buffers; every byte is compared.
+ * (What the last timed put left in dst proves nothing: the baseline writes the same bytes there.)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -192,6 +195,51 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   sym_free(&dst);
 }
 
+/* The case "after-timing": one more iteration, "iteration" kIterations (a pattern no earlier
+ * call sent), through the very buffers the timed calls used. Collective. */
+static void check_after_timing(mgpu_ctx *ctx, mgpu_buf *dst, mgpu_buf *src, cudaStream_t stream) {
+  const int me = ctx->rank, npes = ctx->world;
+  const int next = (me + 1) % npes, prev = (me + npes - 1) % npes;
+  const size_t bytes = dst->bytes;
+  const size_t stage = bytes < kStage ? bytes : kStage;
+  mgpu_buf want = mgpu_alloc(bytes, ctx->device);
+  uint8_t *h_got, *h_want;
+  MGPU_CUDA(cudaMallocHost((void **)&h_got, stage));
+  MGPU_CUDA(cudaMallocHost((void **)&h_want, stage));
+
+  mgpu_result r;
+  mgpu_result_init(&r, (long long)bytes);
+  r.checked = 0;
+  mgpu_fill_pattern(want.ptr, bytes, ctx->seed, pattern_id(kIterations, prev), stream);
+  mgpu_poison(dst, stream);
+  mgpu_poison(src, stream);
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  nvshmem_barrier_all(); /* every dst is poisoned before anyone sends */
+  mgpu_fill_pattern(src->ptr, bytes, ctx->seed, pattern_id(kIterations, me), stream);
+  put_to_peer(dst->ptr, src->ptr, bytes, next, stream);
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  mgpu_barrier(ctx, "after-timing-sent");
+
+  const diff d = compare(&r, dst, &want, h_got, h_want, stream);
+  r.guard_hits = mgpu_guard_hits(dst) + mgpu_guard_hits(src);
+  if (d.bad || d.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result: every call must do the whole work, repeated calls with the same buffers "
+             "included (PE %d: %lld of %lld bytes from PE %d wrong, %lld of them still the poison)",
+             me, d.bad + d.unwritten, (long long)bytes, prev, d.unwritten);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, %lld guard bytes around dst or src changed: write "
+             "dst[0..%lld) on the peer and nothing else",
+             r.guard_hits, (long long)bytes);
+  mgpu_record_case("after-timing", &r, 0);
+
+  MGPU_CUDA(cudaFreeHost(h_want));
+  MGPU_CUDA(cudaFreeHost(h_got));
+  mgpu_free(&want);
+}
+
 /* ---- timing ------------------------------------------------------------------------------ */
 
 typedef struct perf_bufs {
@@ -244,6 +292,8 @@ static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   t.metric = "algbw";
   mgpu_time_pair(ctx, &t, op_put, &b, op_copy_engine, &b, stream);
   MGPU_CUDA(cudaStreamSynchronize(stream));
+  nvshmem_barrier_all(); /* every timed write into every dst has landed */
+  check_after_timing(ctx, &dst, &src, stream);
   nvshmem_barrier_all();
 
   mgpu_free(&src);

@@ -27,6 +27,12 @@
  * NCCL ping-pong on the same buffers (initiator: ncclSend then ncclRecv per round; responder:
  * ncclRecv then ncclSend of what it received), in the same run, ABAB. Each timed operation is
  * kPerfRounds round trips, so the ratio of the two times is the ratio of one-way latencies.
+ * NCCL receives into a buffer of its own, so that after timing `received` holds what your last
+ * timed call received.
+ * After timing ("after-timing", not in MGPU_CASES): the keys did not change during timing, so
+ * `received` must hold the chain of the timed keys; then new keys (no call used them) go into
+ * the same keys buffer, `received` is poisoned and pingpong_run runs once more exactly as the
+ * timed calls ran it; every byte of both is compared with the chain recomputed on the host.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +60,7 @@ static int rounds_for(size_t bytes) {
 /* The keys' pattern iteration: distinct for every (case, call, PE); the perf keys apart. */
 static int key_iter(int case_index, int call, int pe) { return (case_index * 8 + call) * 64 + pe; }
 static int perf_key_iter(int pe) { return (1 << 24) + pe; }
+static int after_key_iter(int pe) { return (1 << 24) + (1 << 16) + pe; }
 
 /* Waits for `stream` with a deadline; a call that never finishes is the learner's hang. */
 static void finish_or_fail(cudaStream_t stream, const mgpu_ctx *ctx, const char *what) {
@@ -135,13 +142,14 @@ typedef struct call_report {
   int all_poison;         /* received was never written */
 } call_report;
 
-/* Recomputes the call's chain and compares this PE's received messages with it. */
+/* Recomputes the call's chain (the initiator's keys of pattern iteration iter_a, the
+ * responder's of iter_b) and compares this PE's received messages with it. */
 static call_report check_call(const mgpu_ctx *ctx, mgpu_result *res, long long offset,
-                              const uint8_t *got, size_t bytes, int rounds, int case_index,
-                              int call) {
-  const int me = ctx->rank, a = me & ~1, b = a + 1, initiator = me == a;
-  const uint64_t ka = mgpu_pattern_key(ctx->seed, key_iter(case_index, call, a));
-  const uint64_t kb = mgpu_pattern_key(ctx->seed, key_iter(case_index, call, b));
+                              const uint8_t *got, size_t bytes, int rounds, int iter_a,
+                              int iter_b) {
+  const int me = ctx->rank, a = me & ~1, initiator = me == a;
+  const uint64_t ka = mgpu_pattern_key(ctx->seed, iter_a);
+  const uint64_t kb = mgpu_pattern_key(ctx->seed, iter_b);
   uint8_t *msg = (uint8_t *)calloc(bytes, 1), *prev = (uint8_t *)calloc(bytes, 1);
   if (!msg || !prev) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
   call_report rep = {0, -1, 0, 1};
@@ -216,7 +224,9 @@ static void run_case(mgpu_ctx *ctx, pingpong *pp, int case_index, cudaStream_t s
         written_while_idle += host[i] != 0xFF;
       }
     } else {
-      call_report rep = check_call(ctx, &res, offset, host, bytes, rounds, case_index, call);
+      call_report rep = check_call(ctx, &res, offset, host, bytes, rounds,
+                                   key_iter(case_index, call, me & ~1),
+                                   key_iter(case_index, call, me | 1));
       poison_calls += rep.all_poison;
       if (rep.first_round >= 0 && first_call < 0) {
         first_call = call;
@@ -272,6 +282,7 @@ static void run_case(mgpu_ctx *ctx, pingpong *pp, int case_index, cudaStream_t s
 typedef struct timed {
   pingpong *pp;
   mgpu_buf keys, received;
+  mgpu_buf nccl_received; /* the baseline's: received keeps what your last timed call got */
   size_t bytes;
   int rounds, partner, initiator;
   unsigned long long *elapsed;
@@ -291,7 +302,7 @@ static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   (void)iter;
   if (t->partner < 0) return;
   for (int r = 0; r < t->rounds; r++) {
-    uint8_t *in = (uint8_t *)t->received.ptr + (size_t)r * t->bytes;
+    uint8_t *in = (uint8_t *)t->nccl_received.ptr + (size_t)r * t->bytes;
     if (t->initiator) {
       MGPU_NCCL(ncclSend((const uint8_t *)t->keys.ptr + (size_t)r * t->bytes, t->bytes, ncclUint8,
                          t->partner, t->comm, stream));
@@ -301,6 +312,66 @@ static void op_nccl(void *arg, int iter, cudaStream_t stream) {
       MGPU_NCCL(ncclSend(in, t->bytes, ncclUint8, t->partner, t->comm, stream));
     }
   }
+}
+
+/* The case "after-timing": first what the last timed call left in received (its keys had not
+ * changed), then one more call with new keys in the same buffers. Collective. A PE without a
+ * partner must have written nothing. */
+static void check_after_timing(const mgpu_ctx *ctx, timed *t, cudaStream_t stream) {
+  const int me = ctx->rank, idle = t->partner < 0;
+  const size_t total = t->bytes * (size_t)t->rounds;
+  uint8_t *host;
+  MGPU_CUDA(cudaMallocHost((void **)&host, total));
+  mgpu_result res;
+  mgpu_result_init(&res, (idle ? 1 : 2) * (long long)total);
+  call_report last = {0, -1, 0, 0}, fresh = {0, -1, 0, 0};
+  long long written_while_idle = 0;
+
+  MGPU_CUDA(cudaMemcpyAsync(host, t->received.ptr, total, cudaMemcpyDeviceToHost, stream));
+  MGPU_CUDA(cudaStreamSynchronize(stream));
+  if (!idle)
+    last = check_call(ctx, &res, 0, host, t->bytes, t->rounds, perf_key_iter(me & ~1),
+                      perf_key_iter(me | 1));
+  mgpu_poison(&t->received, stream);
+  mgpu_fill_pattern(t->keys.ptr, total, ctx->seed, after_key_iter(me), stream);
+  MGPU_CUDA(cudaMemsetAsync(t->elapsed, 0, sizeof *t->elapsed, stream));
+  op_yours(t, 0, stream);
+  MGPU_CUDA(cudaMemcpyAsync(host, t->received.ptr, total, cudaMemcpyDeviceToHost, stream));
+  finish_or_fail(stream, ctx, "pingpong_run (after timing)");
+  if (idle)
+    for (size_t i = 0; i < total; i++) {
+      mgpu_result_add(&res, (long long)i, host[i], 255.0, 0.0);
+      written_while_idle += host[i] != 0xFF;
+    }
+  else
+    fresh = check_call(ctx, &res, (long long)total, host, t->bytes, t->rounds,
+                       after_key_iter(me & ~1), after_key_iter(me | 1));
+  res.guard_hits = mgpu_guard_hits(&t->received) + mgpu_guard_hits(&t->keys);
+
+  if (written_while_idle)
+    snprintf(res.msg, sizeof res.msg,
+             "after the timed calls, PE %d (no partner) had %lld bytes of received written: its "
+             "calls must do nothing",
+             me, written_while_idle);
+  else if (last.bad_bytes)
+    snprintf(res.msg, sizeof res.msg,
+             "after the timed calls, received did not hold the chain of the last timed call "
+             "(its keys had not changed; %lld bytes wrong, from round %d of %d): every call must "
+             "do the whole work, repeated calls with the same buffers included",
+             last.bad_bytes, last.first_round, t->rounds);
+  else if (fresh.bad_bytes)
+    snprintf(res.msg, sizeof res.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result: every call must do the whole work, repeated calls with the same buffers "
+             "included (PE %d, %zu-byte messages, %d rounds: %lld bytes wrong from round %d on)",
+             me, t->bytes, t->rounds, fresh.bad_bytes, fresh.first_round);
+  else if (res.guard_hits)
+    snprintf(res.msg, sizeof res.msg,
+             "after the timed calls, a write landed outside received or keys (%lld guard bytes "
+             "changed)",
+             res.guard_hits);
+  mgpu_record_case("after-timing", &res, written_while_idle != 0);
+  MGPU_CUDA(cudaFreeHost(host));
 }
 
 static void run_perf(mgpu_ctx *ctx, pingpong *pp, const mgpu_case *c, ncclComm_t comm,
@@ -320,6 +391,7 @@ static void run_perf(mgpu_ctx *ctx, pingpong *pp, const mgpu_case *c, ncclComm_t
   const size_t total = t.bytes * (size_t)t.rounds;
   t.keys = mgpu_alloc(total, ctx->device);
   t.received = mgpu_alloc(total, ctx->device);
+  t.nccl_received = mgpu_alloc(total, ctx->device);
   MGPU_CUDA(cudaMalloc((void **)&t.elapsed, sizeof *t.elapsed));
   MGPU_CUDA(cudaMemsetAsync(t.elapsed, 0, sizeof *t.elapsed, stream));
   mgpu_fill_pattern(t.keys.ptr, total, ctx->seed, perf_key_iter(ctx->rank), stream);
@@ -346,7 +418,9 @@ static void run_perf(mgpu_ctx *ctx, pingpong *pp, const mgpu_case *c, ncclComm_t
     else
       mgpu_note("your kernel did not write elapsed_ns: no figure of your own to show");
   }
+  check_after_timing(ctx, &t, stream);
   MGPU_CUDA(cudaFree(t.elapsed));
+  mgpu_free(&t.nccl_received);
   mgpu_free(&t.received);
   mgpu_free(&t.keys);
 }

@@ -23,9 +23,13 @@
  * missing or from another call). Inputs must come back unchanged. A call that has not finished
  * after 20 s is reported as a hang.
  *
- * Performance (headline 64KiB): allreduce_small against ncclAllReduce on the same buffers, in the
- * same run (ABAB), metric "time" (ratio = NCCL time / yours). The other perf sizes show where
- * the one-shot algorithm stops paying.
+ * Performance (headline 64KiB): allreduce_small against ncclAllReduce on the same input (NCCL
+ * writes an output of its own), in the same run (ABAB), metric "time" (ratio = NCCL time /
+ * yours). The other perf sizes show where the one-shot algorithm stops paying.
+ * After timing ("after-timing", per perf size, not in MGPU_CASES): the input did not change
+ * during timing, so out must hold the sum of the timed inputs; then new exact inputs go into the
+ * same in, out is poisoned, allreduce_small runs once more exactly as the timed calls ran it,
+ * and every element is compared with the host sum. in must come back unchanged.
  */
 #include <math.h>
 #include <stdint.h>
@@ -60,6 +64,7 @@ __global__ void busy(long long ns) {
 /* The input iteration of (case, call) for the exact values; the perf inputs apart. */
 static int data_iter(int case_index, int call) { return case_index * 64 + call; }
 static const int kPerfIter = 1 << 20;
+static const int kAfterTimingIter = (1 << 20) + 1;
 
 static void finish_or_fail(cudaStream_t stream, const mgpu_ctx *ctx, const char *what) {
   mgpu_wait_or_hang(ctx, stream, kWatchdogS, what,
@@ -284,6 +289,7 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
 typedef struct timed {
   allreduce *ar;
   mgpu_buf in, out;
+  mgpu_buf nccl_out; /* the baseline's: out keeps what your last timed call wrote */
   size_t n;
   ncclComm_t comm;
 } timed;
@@ -297,7 +303,78 @@ static void op_yours(void *arg, int iter, cudaStream_t stream) {
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   timed *t = (timed *)arg;
   (void)iter;
-  MGPU_NCCL(ncclAllReduce(t->in.ptr, t->out.ptr, t->n, ncclFloat, ncclSum, t->comm, stream));
+  MGPU_NCCL(ncclAllReduce(t->in.ptr, t->nccl_out.ptr, t->n, ncclFloat, ncclSum, t->comm, stream));
+}
+
+/* Compares n floats of `dev` with want[] (host), adding to r from index `offset`; returns the
+ * wrong ones. */
+static long long compare_out(mgpu_result *r, long long offset, const mgpu_buf *dev,
+                             const float *want, float *host, long long n) {
+  const long long before = r->bad + r->unwritten;
+  MGPU_CUDA(cudaMemcpy(host, dev->ptr, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (long long i = 0; i < n; i++) mgpu_result_add(r, offset + i, host[i], want[i], 0.0);
+  return r->bad + r->unwritten - before;
+}
+
+/* want[i] = the sum over all PEs of their exact input of iteration `iter`. */
+static void exact_sum(const mgpu_ctx *ctx, int iter, long long n, float *want) {
+  for (long long i = 0; i < n; i++) want[i] = 0.0f;
+  for (int p = 0; p < ctx->world; p++) {
+    const uint64_t key = mgpu_exact_key(ctx->seed, p, iter);
+    for (long long i = 0; i < n; i++) want[i] += mgpu_exact_value_k(key, i);
+  }
+}
+
+/* The case "after-timing": the last timed call's out (its input had not changed), then one
+ * more call with a new input in the same buffers. Collective: every PE makes the call. */
+static void check_after_timing(const mgpu_ctx *ctx, timed *t, const char *perf_case,
+                               cudaStream_t stream) {
+  const long long n = (long long)t->n;
+  float *want = (float *)malloc((size_t)n * sizeof(float)), *host = NULL;
+  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  MGPU_CUDA(cudaMallocHost((void **)&host, (size_t)n * sizeof(float)));
+  mgpu_result r;
+  mgpu_result_init(&r, 2 * n);
+
+  exact_sum(ctx, kPerfIter, n, want);
+  const long long last_wrong = compare_out(&r, 0, &t->out, want, host, n);
+  mgpu_fill_exact_f32((float *)t->in.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter, stream);
+  mgpu_poison(&t->out, stream);
+  op_yours(t, 0, stream);
+  finish_or_fail(stream, ctx, "allreduce_small (after timing)");
+  exact_sum(ctx, kAfterTimingIter, n, want);
+  const long long fresh_wrong = compare_out(&r, n, &t->out, want, host, n);
+  long long in_changed = 0;
+  MGPU_CUDA(cudaMemcpy(host, t->in.ptr, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+  const uint64_t mine = mgpu_exact_key(ctx->seed, ctx->rank, kAfterTimingIter);
+  for (long long i = 0; i < n; i++) in_changed += host[i] != mgpu_exact_value_k(mine, i);
+  r.guard_hits = mgpu_guard_hits(&t->in) + mgpu_guard_hits(&t->out);
+
+  if (in_changed)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, in was modified (perf case %s: %lld elements no longer hold "
+             "this PE's input): in is the source of your puts, read it only",
+             perf_case, in_changed);
+  else if (last_wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, out did not hold the sum of the inputs they were given: "
+             "every call must do the whole work, repeated calls with the same buffers included "
+             "(perf case %s: %lld wrong elements on PE %d)",
+             perf_case, last_wrong, ctx->rank);
+  else if (fresh_wrong)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result: every call must do the whole work, repeated calls with the same buffers "
+             "included (perf case %s: %lld of %lld floats wrong on PE %d of %d)",
+             perf_case, fresh_wrong, n, ctx->rank, ctx->world);
+  else if (r.guard_hits)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a write landed outside in or out (perf case %s: %lld guard "
+             "bytes changed)",
+             perf_case, r.guard_hits);
+  mgpu_record_case("after-timing", &r, in_changed != 0);
+  MGPU_CUDA(cudaFreeHost(host));
+  free(want);
 }
 
 static void run_perf(mgpu_ctx *ctx, allreduce *ar, const mgpu_case *c, ncclComm_t comm,
@@ -312,6 +389,7 @@ static void run_perf(mgpu_ctx *ctx, allreduce *ar, const mgpu_case *c, ncclComm_
   t.comm = comm;
   t.in = mgpu_alloc(t.n * sizeof(float), ctx->device);
   t.out = mgpu_alloc(t.n * sizeof(float), ctx->device);
+  t.nccl_out = mgpu_alloc(t.n * sizeof(float), ctx->device);
   mgpu_fill_exact_f32((float *)t.in.ptr, c->n, ctx->seed, ctx->rank, kPerfIter, stream);
   MGPU_CUDA(cudaStreamSynchronize(stream));
 
@@ -323,6 +401,8 @@ static void run_perf(mgpu_ctx *ctx, allreduce *ar, const mgpu_case *c, ncclComm_
   tm.metric = "time";
   mgpu_time_pair(ctx, &tm, op_yours, &t, op_nccl, &t, stream);
   finish_or_fail(stream, ctx, "allreduce_small (timed)");
+  check_after_timing(ctx, &t, c->name, stream);
+  mgpu_free(&t.nccl_out);
   mgpu_free(&t.out);
   mgpu_free(&t.in);
 }
