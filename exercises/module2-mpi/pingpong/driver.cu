@@ -317,6 +317,12 @@ static void record(const mgpu_ctx *ctx, const char *name, tally *t, int rounds,
              "send before the work on the stream had finished. MPI knows nothing about CUDA "
              "streams: finish the stream (cudaStreamSynchronize) before handing send to MPI",
              t->stale, wrong, partner);
+  else if (wrong && strncmp(name, "timed-", 6) == 0)
+    snprintf(r->msg, sizeof r->msg,
+             "after the timed calls, a round with new data in the same buffers gave a wrong "
+             "result (%lld bytes differ, %lld never written): every call must do the whole "
+             "work, repeated calls with the same buffers included",
+             r->bad, r->unwritten);
   else if (wrong && r->unwritten == wrong && r->unwritten >= r->checked / rounds)
     snprintf(r->msg, sizeof r->msg,
              "recv was never written (it still holds the driver's 0xFF poison): the bytes this "
