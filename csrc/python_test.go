@@ -222,6 +222,9 @@ fmt = "{}"
 fmt.format(1)
 torch.load("x")
 import triton.runtime
+import operator, numpy as np
+get = operator.attrgetter("x")
+v = np.lib.stride_tricks.as_strided
 `
 	honest := `import os
 import torch
@@ -239,8 +242,11 @@ class MLP(nn.Module):
     def parts(self):
         self._cache = [m for m in self.modules()]
         return self._cache, "{} {:>4}".format(1, 2), f"{self.w.shape}"
-import statistics, heapq, math
+import statistics, heapq, math, operator, functools
+import numpy as np
 from collections import defaultdict
+def numel(shape):
+    return functools.reduce(operator.mul, shape, 1) + int(np.prod(shape))
 def flat(ts, out):
     torch._foreach_copy_(out, ts)
     return statistics.mean([1, 2]), type(out)
@@ -278,7 +284,7 @@ def flat(ts, out):
 		"15 .sys", "16 import __main__", "17 import pickle", "18 getattr", "19 {0.sys}",
 		"20 from typing import get_type_hints", "21 import torch.utils.cpp_extension",
 		"22 torch.distributed.distributed_c10d._world", "23 type(name, bases, dict)", "24 import json",
-		"26 .format(...)", "27 torch.load", "28 import triton.runtime"} {
+		"26 .format(...)", "27 torch.load", "28 import triton.runtime", "30 .attrgetter", "31 numpy.lib"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

@@ -491,9 +491,10 @@ class _Interceptor:
 
 
 # Modules the learner's code may import at run time: mgpu_policy.py's ALLOWED (the static twin).
-_IMPORT_OK = {"torch", "triton", "math", "cmath", "time", "typing", "dataclasses", "functools",
-              "itertools", "collections", "enum", "contextlib", "abc", "statistics", "random",
-              "numbers", "heapq", "bisect", "copy", "__future__", "os", "sys"}
+_IMPORT_OK = {"torch", "triton", "numpy", "math", "cmath", "time", "typing", "dataclasses",
+              "functools", "itertools", "collections", "enum", "contextlib", "abc", "statistics",
+              "random", "numbers", "heapq", "bisect", "copy", "operator", "warnings",
+              "__future__", "os", "sys"}
 # Events refused when the learner's code raised them itself (its frame is the innermost Python
 # frame: a library it calls may open files, compile and import as it likes).
 _AUDIT_EVENTS = {"exec", "compile", "builtins.input", "builtins.breakpoint", "pickle.find_class",

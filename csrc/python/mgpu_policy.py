@@ -35,7 +35,7 @@ MODULES = {
     "marshal": WHY_REACH, "dis": WHY_REACH, "traceback": WHY_REACH, "sysconfig": WHY_REACH,
     "site": WHY_REACH, "atexit": WHY_REACH, "faulthandler": WHY_REACH, "tracemalloc": WHY_REACH,
     "pickle": WHY_REACH, "_pickle": WHY_REACH, "types": WHY_REACH, "weakref": WHY_REACH,
-    "operator": WHY_REACH, "threading": WHY_REACH, "_thread": WHY_REACH,
+    "threading": WHY_REACH, "_thread": WHY_REACH,
     "subprocess": WHY_OS, "socket": WHY_OS, "_socket": WHY_OS, "signal": WHY_OS,
     "multiprocessing": WHY_OS, "posix": WHY_OS, "_posixsubprocess": WHY_OS, "pty": WHY_OS,
     "io": WHY_OS, "_io": WHY_OS, "pathlib": WHY_OS, "mmap": WHY_OS, "shutil": WHY_OS,
@@ -47,9 +47,10 @@ MODULES = {
 # helpers. Everything else is refused, since the list of modules with a way into the
 # interpreter (pickle, typing's evaluators, operator.attrgetter, ...) has no end. The
 # exercise's own other files may be imported too.
-ALLOWED = {"torch", "triton", "math", "cmath", "time", "typing", "dataclasses", "functools",
-           "itertools", "collections", "enum", "contextlib", "abc", "statistics", "random",
-           "numbers", "heapq", "bisect", "copy", "__future__", "os", "sys"}
+ALLOWED = {"torch", "triton", "numpy", "math", "cmath", "time", "typing", "dataclasses",
+           "functools", "itertools", "collections", "enum", "contextlib", "abc", "statistics",
+           "random", "numbers", "heapq", "bisect", "copy", "operator", "warnings", "__future__",
+           "os", "sys"}
 WHY_NOT_ALLOWED = ("is not among the modules an exercise may import (" +
                    ", ".join(sorted(ALLOWED - {"__future__"})) + ", and the exercise's own "
                    "files): the others are not needed, and some reach into the checking")
@@ -101,8 +102,11 @@ ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", 
 # On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
 # (torch.distributed.run and .launch start processes, .elastic too; torch.utils.benchmark and
 # collect_env compile or run programs.)
+# numpy: ctypeslib and memory-mapped or raw-buffer arrays reach memory by address, lib's
+# as_strided reads past an array's end, f2py and distutils build native code.
 MODULE_ATTRS = {"load", "load_state_dict_from_url", "run", "launch", "elastic", "benchmark",
-                "collect_env"} | set(SUBMODULES)
+                "collect_env", "ctypeslib", "lib", "f2py", "distutils", "fromfile", "memmap",
+                "frombuffer", "DataSource"} | set(SUBMODULES)
 DUNDER_OK = {"__init__", "__name__", "__class__", "__qualname__", "__doc__", "__len__",
              "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__repr__", "__str__",
              "__getitem__", "__setitem__", "__contains__", "__version__", "__file__"}
@@ -158,7 +162,7 @@ class Checker(ast.NodeVisitor):
         if top in self.own:
             return True
         for i, p in enumerate(parts[1:], 1):
-            if p in SUBMODULES or p in MODULE_ATTRS and top == "torch":
+            if p in SUBMODULES or p in MODULE_ATTRS and top in ("torch", "numpy"):
                 self.flag(node, what, SUBMODULES.get(p, "loads pickled data, which runs code "
                                                        "while it loads"))
                 return False
