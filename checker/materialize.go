@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -123,7 +124,14 @@ func (k *check) materialize(files []courseFile) (string, error) {
 	root := filepath.Join(k.c.WorkDir, "src")
 	dir := filepath.Join(root, sum)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
-		return dir, nil
+		if sameFiles(dir, sorted) {
+			return dir, nil
+		}
+		// Changed since it was written (a program of an earlier check may write here where
+		// it runs unconfined): the course's own bytes again, from scratch.
+		if err := os.RemoveAll(dir); err != nil {
+			return "", err
+		}
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", err
@@ -153,6 +161,22 @@ func (k *check) materialize(files []courseFile) (string, error) {
 		return k.materialize(files)
 	}
 	return dir, nil
+}
+
+// sameFiles says whether dir holds exactly files (and the .complete marker), byte for byte.
+// The sources are small: reading them back costs far less than the build or run they feed.
+func sameFiles(dir string, files []courseFile) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != len(files)+1 {
+		return false
+	}
+	for _, f := range files {
+		got, err := os.ReadFile(filepath.Join(dir, f.Name))
+		if err != nil || !bytes.Equal(got, f.Data) {
+			return false
+		}
+	}
+	return true
 }
 
 // showPath is how the learner sees one of their files: relative to the workspace (Target.Root)

@@ -40,6 +40,9 @@ def frame():
     return sys._getframe(1)
 def evaluated():
     return pickle.loads(b"cbuiltins\neval\n(Vsys._getframe(0)\ntR.")
+def dispatched():
+    import functools
+    return functools.singledispatch(sys._getframe)(0)
 def spawn():
     import torch.utils.collect_env as ce
     return ce.run("echo forged")
@@ -74,7 +77,7 @@ elif what == "p2pop":
     h.check_equal("a", torch.zeros(4), torch.zeros(4))
 elif what == "peek":
     h.record_case("a", not ev.peek(), n=1)
-elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated", "spawn"):
+elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated", "spawn", "dispatched"):
     with h.forbid():
         getattr(ev, what)()
     h.record_case("a", True, n=1)
@@ -140,8 +143,9 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"frame", "error", "sys._getframe", 1},
 		{"evaluated", "error", "evil.py", 1},
 		{"spawn", "error", "started a process (sh)", 1},
-		{"toplevel", "error", "evil_top.py", 1}, // judged while the learner's module is imported // a library's subprocess, learner code on the stack
-		{"ordinary", "done", `"ok":true`, 0},    // its own class, a fresh allowed import, os.environ
+		{"dispatched", "error", "sys._getframe", 1}, // called for it by functools.singledispatch
+		{"toplevel", "error", "evil_top.py", 1},     // judged while the learner's module is imported // a library's subprocess, learner code on the stack
+		{"ordinary", "done", `"ok":true`, 0},        // its own class, a fresh allowed import, os.environ
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)
@@ -225,6 +229,10 @@ import triton.runtime
 import operator, numpy as np
 get = operator.attrgetter("x")
 v = np.lib.stride_tricks.as_strided
+match torch:
+    case object(sys=s, __closure__=c, _chan=ch): pass
+tt = torch
+w = tt.load
 `
 	honest := `import os
 import torch
@@ -243,10 +251,9 @@ class MLP(nn.Module):
         self._cache = [m for m in self.modules()]
         return self._cache, "{} {:>4}".format(1, 2), f"{self.w.shape}"
 import statistics, heapq, math, operator, functools
-import numpy as np
 from collections import defaultdict
 def numel(shape):
-    return functools.reduce(operator.mul, shape, 1) + int(np.prod(shape))
+    return functools.reduce(operator.mul, shape, 1)
 def flat(ts, out):
     torch._foreach_copy_(out, ts)
     return statistics.mean([1, 2]), type(out)
@@ -284,7 +291,8 @@ def flat(ts, out):
 		"15 .sys", "16 import __main__", "17 import pickle", "18 getattr", "19 {0.sys}",
 		"20 from typing import get_type_hints", "21 import torch.utils.cpp_extension",
 		"22 torch.distributed.distributed_c10d._world", "23 type(name, bases, dict)", "24 import json",
-		"26 .format(...)", "27 torch.load", "28 import triton.runtime", "30 .attrgetter", "31 numpy.lib"} {
+		"26 .format(...)", "27 torch.load", "28 import triton.runtime", "29 import numpy",
+		"30 .attrgetter", "33 case ...(sys=...)", "33 case ...(__closure__=...)", "33 case ...(_chan=...)", "35 torch.load"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

@@ -87,8 +87,20 @@ class _Channel:
         self.seed = int(parts[2]) & _MASK64
         self._sock = sock
         self._seq = 0
+        self.learner_paths = set()  # the harness's set of learner files, shared
 
     def send(self, line):
+        # Records come from the driver and the harness only. A learner that reached this object
+        # (by a route the policy and the audit hook missed) and calls it directly ends the rank
+        # here, with nothing sent: the checker then has no done record from it.
+        # Error records may go out from under learner code: policy errors are reported there.
+        f = None if line.startswith('{"t": "error"') else sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_filename in self.learner_paths:
+                print("mgpu: learner code called the records channel itself; the rank ends",
+                      file=sys.stderr, flush=True)
+                os._exit(1)
+            f = f.f_back
         self._seq += 1
         body = line.encode()
         mac = hmac.new(self._key, f"{self._seq} ".encode() + body, hashlib.sha256).hexdigest()
@@ -518,6 +530,16 @@ _SPAWN_OK = {"ptxas", "cuobjdump", "nvdisasm", "ldconfig", "ldconfig.real", "cc"
              "g++", "c++", "x86_64-linux-gnu-gcc", "nvcc", "fatbinary", "nvlink", "ld", "file",
              "objdump", "uname"}
 
+# Library frames that stand for their caller: what they do, the frame that called them did.
+_TRANSPARENT = (os.sep + "functools.py", os.sep + "contextlib.py", os.sep + "operator.py")
+# Events no library needs while the learner's code runs: judged with a learner frame anywhere
+# on the stack, not only innermost.
+# (Not unpickling, marshal or making functions: importing a module loads its bytecode with
+# marshal, torch.distributed's object collectives unpickle, torch.fx makes functions.)
+_AUDIT_ANYWHERE = {"gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                   "sys._current_frames", "sys._current_exceptions", "sys.settrace",
+                   "sys.setprofile", "sys.addaudithook", "builtins.input"}
+
 # How each kind of event is told to the learner (first matching prefix).
 _AUDIT_WHAT = (("open", "opened a file or a descriptor itself"), ("exec", "evaluated code"),
                ("compile", "compiled code"), ("pickle.", "unpickled data, which can run any code"),
@@ -613,9 +635,21 @@ class _Audit:
             f = sys._getframe(2)  # 0: _judge, 1: __call__, 2: where the event was raised
         except ValueError:  # raised with no Python frame beneath the hook
             return
-        fname = f.f_code.co_filename
         paths = h._learner_paths
+        # Frames of the allowed stdlib modules that only call what they are given
+        # (functools.singledispatch, contextlib) act for the frame that called them.
+        while f is not None and f.f_code.co_filename.endswith(_TRANSPARENT):
+            f = f.f_back
+        if f is None:
+            return
+        fname = f.f_code.co_filename
         learner = fname in paths
+        if not learner and event in _AUDIT_ANYWHERE:
+            g = f.f_back
+            while g is not None and not learner:
+                if g.f_code.co_filename in paths:
+                    learner, f, fname = True, g, g.f_code.co_filename
+                g = g.f_back
         if not learner and fname == "<string>":  # code a learner's frame evaluated
             g = f.f_back
             while g is not None and not learner:
@@ -685,6 +719,7 @@ class Harness:
                 print(f"mgpu: rank {self.rank}: records channel: {e}", file=sys.stderr, flush=True)
                 os._exit(1)
             self.seed = self._chan.seed  # only the channel carries it
+            self._chan.learner_paths = self._learner_paths
         else:
             seed = os.environ.get("MGPU_SEED")
             self.seed = int(seed) & _MASK64 if seed else 0x6D677075  # fixed when standalone

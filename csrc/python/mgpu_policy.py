@@ -47,7 +47,7 @@ MODULES = {
 # helpers. Everything else is refused, since the list of modules with a way into the
 # interpreter (pickle, typing's evaluators, operator.attrgetter, ...) has no end. The
 # exercise's own other files may be imported too.
-ALLOWED = {"torch", "triton", "numpy", "math", "cmath", "time", "typing", "dataclasses",
+ALLOWED = {"torch", "triton", "math", "cmath", "time", "typing", "dataclasses",
            "functools", "itertools", "collections", "enum", "contextlib", "abc", "statistics",
            "random", "numbers", "heapq", "bisect", "copy", "operator", "warnings", "__future__",
            "os", "sys"}
@@ -98,13 +98,14 @@ ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", 
          "runpy", "sysconfig", "traceback", "linecache", "atexit", "faulthandler", "mmap",
          "posix", "fcntl", "shutil", "tempfile", "pathlib", "operator", "attrgetter",
          "methodcaller", "cpp_extension", "load_inline", "load_library", "CUDAPluggableAllocator",
-         "get_type_hints", "ForwardRef", "evaluate_forward_ref", "compile_module_from_src"}
+         "get_type_hints", "ForwardRef", "evaluate_forward_ref", "compile_module_from_src",
+         "from_file", "excepthook", "unraisablehook", "cell_contents"}
 # On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
 # (torch.distributed.run and .launch start processes, .elastic too; torch.utils.benchmark and
 # collect_env compile or run programs.)
 # numpy: ctypeslib and memory-mapped or raw-buffer arrays reach memory by address, lib's
 # as_strided reads past an array's end, f2py and distutils build native code.
-MODULE_ATTRS = {"load", "load_state_dict_from_url", "run", "launch", "elastic", "benchmark",
+MODULE_ATTRS = {"load", "save", "load_state_dict_from_url", "run", "launch", "elastic", "benchmark",
                 "collect_env", "ctypeslib", "lib", "f2py", "distutils", "fromfile", "memmap",
                 "frombuffer", "DataSource"} | set(SUBMODULES)
 DUNDER_OK = {"__init__", "__name__", "__class__", "__qualname__", "__doc__", "__len__",
@@ -122,7 +123,6 @@ class Checker(ast.NodeVisitor):
         self.found = []
         self.modules = {}  # local name -> imported module's dotted name
         self.own = set(own)  # module names of the exercise's own files
-        self.mine = set()  # attribute names this file assigns (its own objects' private parts)
         self.calls = set()  # id() of Name nodes that are the function of a call
         self.inner = set()  # id() of attribute nodes inside a chain already checked
 
@@ -132,9 +132,7 @@ class Checker(ast.NodeVisitor):
 
     def visit_Module(self, node):
         for n in ast.walk(node):
-            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
-                self.mine.add(n.attr)
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
                 self.calls.add(id(n.func))
         self.generic_visit(node)
 
@@ -234,10 +232,22 @@ class Checker(ast.NodeVisitor):
                     inner = inner.value
                 self.check_dotted(node, ".".join([mod] + parts), ".".join([mod] + parts),
                                   attrs=False)
-        elif name.startswith("_") and not name.startswith("__") and name not in self.mine \
+        elif name.startswith("_") and not name.startswith("__") \
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
-            self.flag(node, "." + name, "reads a private attribute of an object this file did "
-                                        "not make, which leads into another's internals")
+            self.flag(node, "." + name, "uses a private attribute of something other than self "
+                                        "or cls, which leads into another's internals")
+        self.generic_visit(node)
+
+    def visit_MatchClass(self, node):
+        # case C(name=pattern) reads obj.name: the same rules as an attribute written out.
+        for name in node.kwd_attrs:
+            if name.startswith("__") and name.endswith("__") and name not in DUNDER_OK:
+                self.flag(node, f"case ...({name}=...)", WHY_REACH)
+            elif name in ATTRS or name in MODULE_ATTRS:
+                self.flag(node, f"case ...({name}=...)", WHY_REACH)
+            elif name.startswith("_"):
+                self.flag(node, f"case ...({name}=...)", "a class pattern that reads a private "
+                                                        "attribute leads into another's internals")
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -286,6 +296,12 @@ class Checker(ast.NodeVisitor):
     def visit_Assign(self, node):
         for t in node.targets:
             self.assign_target(node, t)
+        # m = torch (or torch.distributed): m is that module from here on, for every rule.
+        mod, parts = self.root_module(node.value)
+        if mod is not None:
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    self.modules[t.id] = ".".join([mod] + (parts or []))
         self.generic_visit(node)
 
     def visit_AugAssign(self, node):
