@@ -233,6 +233,7 @@ match torch:
     case object(sys=s, __closure__=c, _chan=ch): pass
 tt = torch
 w = tt.load
+arr = torch.zeros(4).numpy()
 `
 	honest := `import os
 import torch
@@ -292,7 +293,7 @@ def flat(ts, out):
 		"20 from typing import get_type_hints", "21 import torch.utils.cpp_extension",
 		"22 torch.distributed.distributed_c10d._world", "23 type(name, bases, dict)", "24 import json",
 		"26 .format(...)", "27 torch.load", "28 import triton.runtime", "29 import numpy",
-		"30 .attrgetter", "33 case ...(sys=...)", "33 case ...(__closure__=...)", "33 case ...(_chan=...)", "35 torch.load"} {
+		"30 .attrgetter", "33 case ...(sys=...)", "33 case ...(__closure__=...)", "33 case ...(_chan=...)", "35 torch.load", "36 .numpy"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

@@ -99,7 +99,8 @@ ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", 
          "posix", "fcntl", "shutil", "tempfile", "pathlib", "operator", "attrgetter",
          "methodcaller", "cpp_extension", "load_inline", "load_library", "CUDAPluggableAllocator",
          "get_type_hints", "ForwardRef", "evaluate_forward_ref", "compile_module_from_src",
-         "from_file", "excepthook", "unraisablehook", "cell_contents"}
+         "from_file", "excepthook", "unraisablehook", "cell_contents", "numpy", "tofile",
+         "dump", "dumps"}
 # On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
 # (torch.distributed.run and .launch start processes, .elastic too; torch.utils.benchmark and
 # collect_env compile or run programs.)
