@@ -1097,6 +1097,25 @@ class Harness:
         result.n = self.cases.get(case, result.n)
         return self._record_case(case, result)
 
+    def record_after_timing(self, perf_case, last, fresh, n=None):
+        """Records the case "after-timing" (docs/harness.md §6): `last` compares the last timed
+        call's result (None where the timed calls changed their own inputs), `fresh` one more
+        call with new data in the timed buffers. The message says which of the two went wrong."""
+        parts = []
+        if last is not None and not last.ok():
+            parts.append(f"performance case {perf_case}: the last timed call's result is wrong "
+                         "(its inputs had not changed since the first call)")
+        if not fresh.ok():
+            parts.append(f"performance case {perf_case}: after the timed calls, a call with new "
+                         "data in the same buffers gave a wrong result")
+        res = last.add(fresh) if last is not None else fresh
+        if parts:
+            res.msg_parts.insert(0, "; ".join(parts) + ": every call must do the whole work, "
+                                 "repeated calls with the same buffers included")
+        if n is not None:
+            res.n = n
+        self.record("after-timing", res)
+
     def check_equal(self, case, got, want, tol=0.0, rtol=0.0, msg=None, n=None):
         """compare() then record(): writes the case record; returns ok."""
         res = self.compare(got, want, tol, rtol, n)
