@@ -43,13 +43,15 @@ def evaluated():
 def dispatched():
     import functools
     return functools.singledispatch(sys._getframe)(0)
+def logframe():
+    import torch
+    return torch.export.logging.currentframe()
 def spawn():
     import torch.utils.collect_env as ce
     return ce.run("echo forged")
-def ordinary():
+def ordinary(library_call):
     import heapq, statistics
-    import platform
-    platform.architecture()  # a library starting a tool (file) the policy lets start
+    library_call()  # a library (here helperlib) starting a tool (file) the policy lets start
     Own.count += 1
     os.environ["MGPU_TEST_OWN"] = "1"
     return statistics.mean([heapq.nsmallest(1, [3, 1])[0], Own.count])
@@ -77,7 +79,7 @@ elif what == "p2pop":
     h.check_equal("a", torch.zeros(4), torch.zeros(4))
 elif what == "peek":
     h.record_case("a", not ev.peek(), n=1)
-elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated", "spawn", "dispatched"):
+elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated", "spawn", "dispatched", "logframe"):
     with h.forbid():
         getattr(ev, what)()
     h.record_case("a", True, n=1)
@@ -85,8 +87,9 @@ elif what == "toplevel":
     h.import_learner("evil_top")
     h.record_case("a", True, n=1)
 elif what == "ordinary":
+    import helperlib
     with h.forbid():
-        h.record_case("a", ev.ordinary() == 1.0, n=1)
+        h.record_case("a", ev.ordinary(helperlib.arch) == 1.0, n=1)
 elif what == "tol":
     want = torch.tensor([1.0, 2.0, 3.0, 4.0])
     r = h.compare(want + torch.tensor([0.5, 0.0, 0.0, 2.0]), want, tol=torch.tensor([1.0, 0.0, 0.0, 1.0]))
@@ -117,7 +120,9 @@ func TestPythonHarnessGuards(t *testing.T) {
 	dir := t.TempDir()
 	// evil_top.py walks the garbage collector in its top-level code, while it is imported.
 	evilTop := "import gc\nN = len(gc.get_objects())\n"
-	for name, body := range map[string]string{"evil.py": evilLearner, "drv.py": guardDriver, "evil_top.py": evilTop} {
+	// helperlib.py stands for a library (torch) that calls the standard library for the learner.
+	helper := "import platform\ndef arch():\n    return platform.architecture()\n"
+	for name, body := range map[string]string{"evil.py": evilLearner, "drv.py": guardDriver, "evil_top.py": evilTop, "helperlib.py": helper} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -144,6 +149,7 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"evaluated", "error", "evil.py", 1},
 		{"spawn", "error", "started a process (sh)", 1},
 		{"dispatched", "error", "sys._getframe", 1}, // called for it by functools.singledispatch
+		{"logframe", "error", "sys._getframe", 1},   // logging (reached through torch) stands for its caller
 		{"toplevel", "error", "evil_top.py", 1},     // judged while the learner's module is imported // a library's subprocess, learner code on the stack
 		{"ordinary", "done", `"ok":true`, 0},        // its own class, a fresh allowed import, os.environ
 	} {

@@ -532,6 +532,21 @@ _SPAWN_OK = {"ptxas", "cuobjdump", "nvdisasm", "ldconfig", "ldconfig.real", "cc"
 
 # Library frames that stand for their caller: what they do, the frame that called them did.
 _TRANSPARENT = (os.sep + "functools.py", os.sep + "contextlib.py", os.sep + "operator.py")
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+
+
+def _transparent(filename):
+    """Whether a frame of this file stands for its caller: functools, contextlib, operator, or
+    any standard-library module outside the learner's allowlist (site-packages excluded)."""
+    if filename.endswith(_TRANSPARENT):
+        return True
+    if not filename.startswith(_STDLIB) or "site-packages" in filename:
+        return False
+    top = filename[len(_STDLIB):].split(os.sep, 1)[0]
+    top = top[:-3] if top.endswith(".py") else top
+    return top not in _IMPORT_OK
+
+
 # Events no library needs while the learner's code runs: judged with a learner frame anywhere
 # on the stack, not only innermost.
 # (Not unpickling, marshal or making functions: importing a module loads its bytecode with
@@ -637,8 +652,10 @@ class _Audit:
             return
         paths = h._learner_paths
         # Frames of the allowed stdlib modules that only call what they are given
-        # (functools.singledispatch, contextlib) act for the frame that called them.
-        while f is not None and f.f_code.co_filename.endswith(_TRANSPARENT):
+        # (functools.singledispatch, contextlib), and of stdlib modules a learner may not import
+        # at all (logging.currentframe, logging.FileHandler reached through torch's attributes),
+        # act for the frame that called them.
+        while f is not None and _transparent(f.f_code.co_filename):
             f = f.f_back
         if f is None:
             return

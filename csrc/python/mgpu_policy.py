@@ -100,7 +100,11 @@ ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", 
          "methodcaller", "cpp_extension", "load_inline", "load_library", "CUDAPluggableAllocator",
          "get_type_hints", "ForwardRef", "evaluate_forward_ref", "compile_module_from_src",
          "from_file", "excepthook", "unraisablehook", "cell_contents", "numpy", "tofile",
-         "dump", "dumps"}
+         "dump", "dumps",
+         # other modules' names and builtins, as torch and the stdlib bind them (enum.bltns is
+         # builtins, torch.export.logging is logging, torch.storage.io is io, ...)
+         "bltns", "getattr", "setattr", "delattr", "currentframe", "logging", "io", "mp",
+         "concurrent", "queue", "dis", "ast", "zipfile", "glob", "open"}
 # On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
 # (torch.distributed.run and .launch start processes, .elastic too; torch.utils.benchmark and
 # collect_env compile or run programs.)
