@@ -83,6 +83,9 @@ elif what in ("unpickle", "walk_gc", "open_fd", "frame", "evaluated", "spawn", "
     with h.forbid():
         getattr(ev, what)()
     h.record_case("a", True, n=1)
+elif what == "chain":
+    h.import_learner("evil_chain")
+    h.record_case("a", True, n=1)
 elif what == "toplevel":
     h.import_learner("evil_top")
     h.record_case("a", True, n=1)
@@ -122,7 +125,10 @@ func TestPythonHarnessGuards(t *testing.T) {
 	evilTop := "import gc\nN = len(gc.get_objects())\n"
 	// helperlib.py stands for a library (torch) that calls the standard library for the learner.
 	helper := "import platform\ndef arch():\n    return platform.architecture()\n"
-	for name, body := range map[string]string{"evil.py": evilLearner, "drv.py": guardDriver, "evil_top.py": evilTop, "helperlib.py": helper} {
+	// evil_chain.py names the pprint module through torch's attributes, a name no list refuses.
+	evilChain := "import torch.fx.graph as g\ndef show(x):\n    return g.pprint.pformat(x)\n"
+	for name, body := range map[string]string{"evil.py": evilLearner, "drv.py": guardDriver, "evil_top.py": evilTop,
+		"helperlib.py": helper, "evil_chain.py": evilChain} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -147,11 +153,12 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"open_fd", "error", "'open'", 1},
 		{"frame", "error", "sys._getframe", 1},
 		{"evaluated", "error", "evil.py", 1},
-		{"spawn", "error", "started a process (sh)", 1},
-		{"dispatched", "error", "sys._getframe", 1}, // called for it by functools.singledispatch
-		{"logframe", "error", "sys._getframe", 1},   // logging (reached through torch) stands for its caller
-		{"toplevel", "error", "evil_top.py", 1},     // judged while the learner's module is imported // a library's subprocess, learner code on the stack
-		{"ordinary", "done", `"ok":true`, 0},        // its own class, a fresh allowed import, os.environ
+		{"spawn", "error", "started a process (sh)", 1}, // a library's subprocess, learner code on the stack
+		{"dispatched", "error", "sys._getframe", 1},     // called for it by functools.singledispatch
+		{"logframe", "error", "sys._getframe", 1},       // logging (reached through torch) stands for its caller
+		{"toplevel", "error", "evil_top.py", 1},         // judged while the learner's module is imported
+		{"chain", "error", "the module pprint", 1},      // attribute chains resolved against the real objects
+		{"ordinary", "done", `"ok":true`, 0},            // its own class, a fresh allowed import, os.environ
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)

@@ -547,6 +547,35 @@ def _transparent(filename):
     return top not in _IMPORT_OK
 
 
+# C accelerators and platform modules of allowed modules: their objects count as the module's.
+_MODULE_OF = {"posix": "os", "posixpath": "os", "genericpath": "os", "nt": "os", "ntpath": "os"}
+_BUILTINS_PAST = {"getattr", "setattr", "delattr", "open", "eval", "exec", "compile",
+                  "__import__", "vars", "globals", "locals", "breakpoint", "input"}
+
+
+def _allowed_module(name):
+    top = (name or "").split(".")[0]
+    top = _MODULE_OF.get(top, top)
+    if top.startswith("_") and top.lstrip("_") in _IMPORT_OK:
+        top = top.lstrip("_")  # _operator, _functools, _heapq, _warnings ...
+    return top in _IMPORT_OK
+
+
+def _foreign(obj):
+    """Why obj, reached through an attribute chain, is outside what a learner may use, or ""."""
+    if isinstance(obj, types.ModuleType):
+        return "" if _allowed_module(obj.__name__) else f"the module {obj.__name__}"
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+        mod = getattr(obj, "__module__", None)
+        if not isinstance(mod, str):
+            return ""
+        if mod == "builtins":
+            return f"the builtin {obj.__name__}" if obj.__name__ in _BUILTINS_PAST else ""
+        if not _allowed_module(mod):
+            return f"{mod}.{getattr(obj, '__qualname__', '?')}, from a module outside the allowlist"
+    return ""
+
+
 # Events no library needs while the learner's code runs: judged with a learner frame anywhere
 # on the stack, not only innermost.
 # (Not unpickling, marshal or making functions: importing a module loads its bytecode with
@@ -911,6 +940,7 @@ class Harness:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:
             self._learner_paths.update({spec.origin, os.path.abspath(spec.origin)})
+            self._resolve_chains(spec.origin)
         mod = importlib.import_module(name)
         self._learner_modules.append(mod)
         f = getattr(mod, "__file__", None)
@@ -931,6 +961,39 @@ class Harness:
             mods["__main__"] = self._decoy
         for n in ("mgpu_harness", "mgpu_zygote"):
             mods.pop(n, None)
+
+    def _resolve_chains(self, path):
+        """The static policy judges names; here every attribute chain of the learner's file
+        rooted at a module (torch.export.logging.FileHandler, enum.bltns.getattr) is resolved
+        against the real objects, and one that reaches a module outside the allowlist, or a
+        function or class of one, or a builtin that reaches past the policy, is a policy error
+        naming the file and line, whatever names torch binds it under."""
+        try:
+            import mgpu_policy
+            found = mgpu_policy.chains(path, self._learner_names)
+        except Exception:  # noqa: BLE001 - no policy module beside the harness: nothing to add
+            return
+        for line, dotted in found:
+            parts = dotted.split(".")
+            if parts[0] in self._learner_names:
+                continue
+            try:
+                obj = importlib.import_module(parts[0])
+            except Exception:  # noqa: BLE001
+                continue
+            for i, p in enumerate(parts[1:], 2):
+                try:
+                    obj = getattr(obj, p)
+                except Exception:  # noqa: BLE001 - a submodule not imported yet
+                    try:
+                        obj = importlib.import_module(".".join(parts[:i]))
+                    except Exception:  # noqa: BLE001
+                        break
+                why = _foreign(obj)
+                if why:
+                    self._policy_error(".".join(parts[:i]), path, line,
+                                       f"{'.'.join(parts[:i])} is {why}: an exercise never "
+                                       "needs it, whatever name a library binds it under")
 
     def _is_learner_file(self, filename):
         if not filename:

@@ -130,6 +130,7 @@ class Checker(ast.NodeVisitor):
         self.own = set(own)  # module names of the exercise's own files
         self.calls = set()  # id() of Name nodes that are the function of a call
         self.inner = set()  # id() of attribute nodes inside a chain already checked
+        self.chains = []  # (line, dotted name) of every chain rooted at a module, for run time
 
     def flag(self, node, what, why):
         self.found.append({"file": self.path, "line": getattr(node, "lineno", 0), "what": what,
@@ -204,6 +205,7 @@ class Checker(ast.NodeVisitor):
                 self.flag(node, f"from {mod} import {a.name}", WHY_REACH)
             elif self.check_dotted(node, full, f"from {mod} import {a.name}"):
                 self.modules[a.asname or a.name] = full
+                self.chains.append((node.lineno, full))
         self.generic_visit(node)
 
     def visit_Name(self, node):
@@ -237,6 +239,7 @@ class Checker(ast.NodeVisitor):
                     inner = inner.value
                 self.check_dotted(node, ".".join([mod] + parts), ".".join([mod] + parts),
                                   attrs=False)
+                self.chains.append((node.lineno, ".".join([mod] + parts)))
         elif name.startswith("_") and not name.startswith("__") \
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
             self.flag(node, "." + name, "uses a private attribute of something other than self "
@@ -347,6 +350,16 @@ class Checker(ast.NodeVisitor):
                           "makes a tensor subclass or mode: that changes what the driver's "
                           "comparisons see")
         self.generic_visit(node)
+
+
+def chains(path, own=()):
+    """(line, dotted name) of every attribute chain and from-import of path rooted at a module
+    (aliases resolved): the harness resolves them against the real objects at run time."""
+    with open(path, "rb") as f:
+        tree = ast.parse(f.read(), path)
+    c = Checker(path, own)
+    c.visit(tree)
+    return c.chains
 
 
 def _format_fields(template):
