@@ -352,14 +352,18 @@ class Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def chains(path, own=()):
-    """(line, dotted name) of every attribute chain and from-import of path rooted at a module
-    (aliases resolved): the harness resolves them against the real objects at run time."""
+def _visited(path, own):
     with open(path, "rb") as f:
         tree = ast.parse(f.read(), path)
     c = Checker(path, own)
     c.visit(tree)
-    return c.chains
+    return c
+
+
+def chains(path, own=()):
+    """(line, dotted name) of every attribute chain and from-import of path rooted at a module
+    (aliases resolved): the harness resolves them against the real objects at run time."""
+    return _visited(path, own).chains
 
 
 def _format_fields(template):
@@ -371,11 +375,8 @@ def _format_fields(template):
 
 
 def check(path, own=()):
-    with open(path, "rb") as f:
-        tree = ast.parse(f.read(), path)
-    c = Checker(path, own)
-    c.visit(tree)
-    return c.found
+    """The findings of the policy for one file."""
+    return _visited(path, own).found
 
 
 def main(argv):
