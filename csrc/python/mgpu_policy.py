@@ -108,11 +108,8 @@ ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", 
 # On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
 # (torch.distributed.run and .launch start processes, .elastic too; torch.utils.benchmark and
 # collect_env compile or run programs.)
-# numpy: ctypeslib and memory-mapped or raw-buffer arrays reach memory by address, lib's
-# as_strided reads past an array's end, f2py and distutils build native code.
 MODULE_ATTRS = {"load", "save", "load_state_dict_from_url", "run", "launch", "elastic", "benchmark",
-                "collect_env", "ctypeslib", "lib", "f2py", "distutils", "fromfile", "memmap",
-                "frombuffer", "DataSource"} | set(SUBMODULES)
+                "collect_env"} | set(SUBMODULES)
 DUNDER_OK = {"__init__", "__name__", "__class__", "__qualname__", "__doc__", "__len__",
              "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__repr__", "__str__",
              "__getitem__", "__setitem__", "__contains__", "__version__", "__file__"}
@@ -166,7 +163,7 @@ class Checker(ast.NodeVisitor):
         if top in self.own:
             return True
         for i, p in enumerate(parts[1:], 1):
-            if p in SUBMODULES or p in MODULE_ATTRS and top in ("torch", "numpy"):
+            if p in SUBMODULES or p in MODULE_ATTRS and top == "torch":
                 self.flag(node, what, SUBMODULES.get(p, "loads pickled data, which runs code "
                                                        "while it loads"))
                 return False

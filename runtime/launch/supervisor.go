@@ -279,23 +279,19 @@ func (j *job) spawn(rank int, argv, env []string, sk *sink) error {
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
-	var err2 error
+	st, err := confine.Start(cmd, j.spec.Confine) // nil rules: a plain Start
+	if err != nil {
+		r.Close()
+		w.Close()
+		return err
+	}
 	if j.spec.Confine != nil {
-		var st confine.Status
-		st, err2 = confine.Start(cmd, j.spec.Confine)
 		if st.Applied {
 			j.confined++
 		} else {
 			j.unconfined++
 			j.confineWhy = st.Why
 		}
-	} else {
-		err2 = cmd.Start()
-	}
-	if err := err2; err != nil {
-		r.Close()
-		w.Close()
-		return err
 	}
 	w.Close()
 	p := &proc{rank: rank, pid: cmd.Process.Pid, cmd: cmd, sink: sk, out: r, read: make(chan struct{}), started: time.Now()}
