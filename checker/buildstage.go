@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,9 @@ type program struct {
 	env           []string
 	learner       []learnerFile
 	course        []courseFile
+	// verifier is the verifier program (exercises with `verifier: true`; docs/protocol.md §4):
+	// the driver built with -DMGPU_VERIFIER and the harness, no learner code. nil otherwise.
+	verifier []string
 }
 
 type learnerFile struct {
@@ -242,8 +246,47 @@ func (k *check) build(ctx context.Context) *program {
 	if res.Cached {
 		detail = "cached"
 	}
+	if e.Verifier {
+		vbin, why := k.buildVerifier(ctx, req)
+		if vbin == "" {
+			k.fail(StageBuild, FaultRunner, "the exercise's verifier does not build", why)
+			return nil
+		}
+		prog.verifier = []string{vbin}
+		detail += "; verifier built"
+	}
 	k.done(StageBuild, StatusOK, detail)
 	return prog
+}
+
+// buildVerifier builds the verifier program: the rank program's request without the learner's
+// sources, the driver compiled with MGPU_VERIFIER (which compiles its MGPU_LEARNER calls out).
+// It returns the binary, or "" and why not (a course bug: the learner's code is not in it).
+func (k *check) buildVerifier(ctx context.Context, req build.Request) (string, string) {
+	v := req
+	v.Sources = nil
+	for _, s := range req.Sources {
+		if s.Role != build.RoleLearner {
+			v.Sources = append(v.Sources, s)
+		}
+	}
+	v.Flags = append(slices.Clone(req.Flags), "-DMGPU_VERIFIER")
+	res, err := k.c.Builder.Build(ctx, v)
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case !res.OK:
+		var b strings.Builder
+		b.WriteString("The driver compiled with -DMGPU_VERIFIER and without the learner's files did not build (a calling of the learner's code outside MGPU_LEARNER?):\n")
+		for _, d := range res.Diagnostics {
+			fmt.Fprintf(&b, "  %s:%d: %s: %s\n", d.File, d.Line, d.Severity, d.Msg)
+		}
+		if len(res.Diagnostics) == 0 {
+			b.WriteString(lastLines(res.Log, 20))
+		}
+		return "", b.String()
+	}
+	return res.Binary, ""
 }
 
 func contains(xs []string, x string) bool {

@@ -43,8 +43,18 @@ type recordServer struct {
 	seed   uint64
 	nranks int
 
+	// split: every rank has a verifier process (docs/protocol.md §4, "The verifier"). Ranks
+	// then get the keys of their own inputs instead of the seed, and a second connection
+	// ("submit") that carries their outputs to their verifier's connection.
+	split bool
+
 	mu         sync.Mutex
 	ranks      map[int]*rankChannel
+	verifiers  map[int]*rankChannel // the verifiers' records, by rank
+	vpids      map[int]int          // the verifier process the checker started, by rank
+	vconns     map[int]*net.UnixConn
+	submits    map[int]bool
+	ended      bool // the ranks have ended (ranksEnded)
 	intrusions []string
 	conns      map[net.Conn]bool
 	wg         sync.WaitGroup
@@ -68,7 +78,7 @@ func (c *rankChannel) Records() []byte { return c.buf.Bytes() }
 
 // newRecordServer listens on a fresh socket. The directory is private to this user, and short
 // enough for a socket path (108 bytes) wherever the run directory is.
-func newRecordServer(nranks int, seed uint64) (*recordServer, error) {
+func newRecordServer(nranks int, seed uint64, split bool) (*recordServer, error) {
 	dir, err := os.MkdirTemp("", "mgpu-rec-")
 	if err != nil {
 		return nil, err
@@ -82,7 +92,9 @@ func newRecordServer(nranks int, seed uint64) (*recordServer, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &recordServer{ln: ln, dir: dir, seed: seed, nranks: nranks, ranks: map[int]*rankChannel{}, conns: map[net.Conn]bool{}}
+	s := &recordServer{ln: ln, dir: dir, seed: seed, nranks: nranks, split: split,
+		ranks: map[int]*rankChannel{}, conns: map[net.Conn]bool{},
+		verifiers: map[int]*rankChannel{}, vpids: map[int]int{}, vconns: map[int]*net.UnixConn{}, submits: map[int]bool{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -137,7 +149,14 @@ func (s *recordServer) serve(conn *net.UnixConn) {
 		s.intrusion("%s", why)
 		fmt.Fprintf(conn, "no %s\n", why)
 	}
-	if len(f) != 4 || f[0] != "hello" {
+	verb := ""
+	if len(f) > 0 {
+		verb = f[0]
+	}
+	switch {
+	case verb == "submit" && len(f) == 3 && s.split:
+	case (verb == "hello" || verb == "verify" && s.split) && len(f) == 4:
+	default:
 		refuse(fmt.Sprintf("a process (pid %d) connected to the records channel and sent %q instead of the harness's hello", peer, clip(line, 60)))
 		return
 	}
@@ -154,26 +173,154 @@ func (s *recordServer) serve(conn *net.UnixConn) {
 		refuse(fmt.Sprintf("process %d said it was process %d when it claimed rank %d's records channel", peer, pid, rank))
 		return
 	}
+	switch verb {
+	case "submit":
+		s.serveSubmit(conn, br, rank, peer)
+		return
+	case "verify":
+		if want := s.waitVerifierPID(rank); want == 0 || peer != want {
+			refuse(fmt.Sprintf("process %d claimed to be rank %d's verifier, which the checker started as process %d", peer, rank, want))
+			return
+		}
+	}
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
 		refuse("no randomness for a key: " + err.Error())
 		return
 	}
 	rc := &rankChannel{Rank: rank, PID: peer, Harness: f[3]}
+	held := s.ranks
+	if verb == "verify" {
+		held = s.verifiers
+	}
 	s.mu.Lock()
-	prev := s.ranks[rank]
+	prev := held[rank]
 	if prev == nil {
-		s.ranks[rank] = rc
+		held[rank] = rc
 	}
 	s.mu.Unlock()
 	if prev != nil {
 		refuse(fmt.Sprintf("a second process (pid %d) claimed rank %d's records channel, which process %d already holds", peer, rank, prev.PID))
 		return
 	}
-	if _, err := fmt.Fprintf(conn, "ok %s %d\n", hex.EncodeToString(key[:]), s.seed); err != nil {
+	reply := fmt.Sprintf("ok %s %d\n", hex.EncodeToString(key[:]), s.seed)
+	if verb == "hello" && s.split {
+		// A split rank gets the keys of its own inputs and of the patterns, never the seed
+		// (csrc/mgpu_core.c: mgpu_exact_key, mgpu_pattern_key).
+		reply = fmt.Sprintf("ok %s split %d %d\n", hex.EncodeToString(key[:]), rankSeed(s.seed, rank), patternSeed(s.seed))
+	}
+	if _, err := io.WriteString(conn, reply); err != nil {
 		return
 	}
+	if verb == "verify" {
+		s.mu.Lock()
+		s.vconns[rank] = conn
+		if s.ended && !s.submits[rank] {
+			s.submits[rank] = true
+			conn.CloseWrite()
+		}
+		s.mu.Unlock()
+	}
 	s.readRecords(br, rc, key[:])
+}
+
+// mix64 is the harness's mixing function (docs/harness.md, "Exact data").
+func mix64(x uint64) uint64 {
+	z := x + 0x9E3779B97F4A7C15
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// rankSeed and patternSeed are the keys a split rank gets: mgpu_exact_key(seed, rank, it) is
+// mix64(rankSeed(seed, rank) ^ it), mgpu_pattern_key(seed, it) is mix64(patternSeed(seed) ^ it).
+func rankSeed(seed uint64, rank int) uint64 {
+	return mix64(mix64(seed^0x6578616374000000) ^ uint64(uint32(int32(rank))))
+}
+
+func patternSeed(seed uint64) uint64 { return mix64(seed ^ 0x7061747465726e00) }
+
+// allowVerifier names the process the checker started as rank's verifier: only it may say
+// "verify" for that rank.
+func (s *recordServer) allowVerifier(rank, pid int) {
+	s.mu.Lock()
+	s.vpids[rank] = pid
+	s.mu.Unlock()
+}
+
+// waitVerifierPID is rank's verifier process, waiting a little for the checker to name it (the
+// verifier may connect before the checker has noted its pid); 0 when none was named.
+func (s *recordServer) waitVerifierPID(rank int) int {
+	deadline := time.Now().Add(helloTimeout)
+	for {
+		s.mu.Lock()
+		pid := s.vpids[rank]
+		s.mu.Unlock()
+		if pid != 0 || time.Now().After(deadline) {
+			return pid
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ranksEnded tells the verifiers of ranks that never opened their outputs connection that
+// nothing more will come (the ranks have ended: died early, or never reached the harness).
+func (s *recordServer) ranksEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for r, v := range s.vconns {
+		if !s.submits[r] {
+			s.submits[r] = true // a late submit is refused
+			v.CloseWrite()
+		}
+	}
+}
+
+// serveSubmit carries one split rank's outputs to its verifier: the connection must come from
+// the process that holds the rank's records channel, once. What it sends is not believed: the
+// verifier compares it with what it computed itself.
+func (s *recordServer) serveSubmit(conn *net.UnixConn, br *bufio.Reader, rank, peer int) {
+	s.mu.Lock()
+	if s.ended {
+		// The ranks have ended and their verifiers were told: a connection whose process
+		// died before it was served here carries nothing anyone waits for.
+		s.mu.Unlock()
+		return
+	}
+	rc := s.ranks[rank]
+	dup := s.submits[rank]
+	ok := rc != nil && !dup && (peer == 0 || rc.PID == peer)
+	if ok {
+		s.submits[rank] = true
+	}
+	s.mu.Unlock()
+	if !ok {
+		why := fmt.Sprintf("process %d opened rank %d's outputs connection, which only the rank's own process may open, once", peer, rank)
+		s.intrusion("%s", why)
+		fmt.Fprintf(conn, "no %s\n", why)
+		return
+	}
+	if _, err := io.WriteString(conn, "ok\n"); err != nil {
+		return
+	}
+	var v *net.UnixConn
+	deadline := time.Now().Add(3 * helloTimeout)
+	for v == nil && time.Now().Before(deadline) {
+		s.mu.Lock()
+		v = s.vconns[rank]
+		s.mu.Unlock()
+		if v == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if v != nil {
+		if _, err := io.Copy(v, br); err == nil {
+			v.CloseWrite()
+		}
+	}
+	// Whatever the verifier no longer takes is read and dropped, so the rank never blocks.
+	io.Copy(io.Discard, br)
 }
 
 // readRecords verifies and keeps records until the connection ends or one fails.
@@ -221,7 +368,7 @@ func (s *recordServer) readRecords(br *bufio.Reader, rc *rankChannel, key []byte
 // finish stops accepting, waits up to wait for the connections to end (they end when their
 // processes exit), then cuts the rest, and removes the socket. It returns what each rank sent
 // and the intrusions seen.
-func (s *recordServer) finish(wait time.Duration) (map[int]*rankChannel, []string) {
+func (s *recordServer) finish(wait time.Duration) (map[int]*rankChannel, map[int]*rankChannel, []string) {
 	s.ln.Close()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -238,7 +385,7 @@ func (s *recordServer) finish(wait time.Duration) (map[int]*rankChannel, []strin
 	os.RemoveAll(s.dir)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ranks, append([]string(nil), s.intrusions...)
+	return s.ranks, s.verifiers, append([]string(nil), s.intrusions...)
 }
 
 func clip(s string, n int) string {

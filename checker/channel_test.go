@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -134,7 +135,7 @@ func summarize(t *testing.T, records string) string {
 
 func startServer(t *testing.T, nranks int) *recordServer {
 	t.Helper()
-	s, err := newRecordServer(nranks, 42)
+	s, err := newRecordServer(nranks, 42, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestChannelKeepsSignedRecordsInOrder(t *testing.T) {
 	}
 	h.send("{\"t\":\"start\",\"rank\":1}\n{\"t\":\"done\",\"rank\":1}\n")
 	h.close()
-	chans, intr := s.finish(2 * time.Second)
+	chans, _, intr := s.finish(2 * time.Second)
 	if len(intr) != 0 {
 		t.Fatalf("intrusions: %v", intr)
 	}
@@ -197,7 +198,7 @@ func TestChannelRejectsForgeries(t *testing.T) {
 			}
 			tc.write(h)
 			h.close()
-			chans, _ := s.finish(2 * time.Second)
+			chans, _, _ := s.finish(2 * time.Second)
 			if c := chans[0]; c == nil || !strings.Contains(c.Forged, tc.want) {
 				t.Fatalf("want forged %q, got %+v", tc.want, c)
 			}
@@ -232,7 +233,7 @@ func TestChannelRefusesImpostors(t *testing.T) {
 	}
 	conn.Close()
 	h.close()
-	_, intr := s.finish(2 * time.Second)
+	_, _, intr := s.finish(2 * time.Second)
 	if len(intr) != 4 {
 		t.Fatalf("want 4 intrusions, got %q", intr)
 	}
@@ -254,5 +255,83 @@ func TestDoneSummaryMustMatch(t *testing.T) {
 	rr, _ = parseRecords(strings.NewReader(strings.Replace(recs, `,"summary":{"records":2,"cases":1,"checked":5,"timing_samples":0}`, "", 1)), "p", 0)
 	if !strings.Contains(rr.SummaryProblem, "no summary") {
 		t.Fatalf("no summary: %q", rr.SummaryProblem)
+	}
+}
+
+// rawHello connects, says line, and returns the connection and the checker's reply.
+func rawHello(t *testing.T, addr, line string) (net.Conn, *bufio.Reader, string) {
+	t.Helper()
+	conn, err := net.Dial("unix", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	br := bufio.NewReader(conn)
+	io.WriteString(conn, line)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	reply, _ := br.ReadString('\n')
+	conn.SetReadDeadline(time.Time{})
+	return conn, br, strings.TrimSpace(reply)
+}
+
+// A split run (docs/protocol.md §4, "The verifier"): the rank gets its own input keys and not
+// the seed; only the process the checker named may be the verifier, and it gets the seed; the
+// rank's outputs connection reaches the verifier's connection unchanged, once.
+func TestChannelSplitRankAndVerifier(t *testing.T) {
+	s, err := newRecordServer(2, 42, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serverAddr(s)
+	pid := os.Getpid()
+	_, _, reply := rawHello(t, addr, fmt.Sprintf("hello 1 %d c/1\n", pid))
+	f := strings.Fields(reply)
+	if len(f) != 5 || f[0] != "ok" || f[2] != "split" {
+		t.Fatalf("rank's reply %q, want ok <key> split <rank seed> <pattern seed>", reply)
+	}
+	rs, _ := strconv.ParseUint(f[3], 10, 64)
+	ps, _ := strconv.ParseUint(f[4], 10, 64)
+	// The harness makes rank 1's input keys from it exactly as from the seed (csrc/mgpu_core.c).
+	for it := 0; it < 3; it++ {
+		want := mix64(mix64(mix64(42^0x6578616374000000)^1) ^ uint64(it))
+		if got := mix64(rs ^ uint64(it)); got != want {
+			t.Fatalf("iteration %d: key %x from the rank seed, %x from the seed", it, got, want)
+		}
+		if got, want := mix64(ps^uint64(it)), mix64(mix64(42^0x7061747465726e00)^uint64(it)); got != want {
+			t.Fatalf("iteration %d: pattern key %x, want %x", it, got, want)
+		}
+	}
+	if strings.Contains(reply, " 42") {
+		t.Fatalf("the split rank was sent the seed: %q", reply)
+	}
+
+	s.allowVerifier(1, pid+1) // some other process is rank 1's verifier
+	_, _, reply = rawHello(t, addr, fmt.Sprintf("verify 1 %d c/1\n", pid))
+	if !strings.HasPrefix(reply, "no ") || !strings.Contains(reply, "verifier") {
+		t.Fatalf("a verify hello from the wrong process got %q", reply)
+	}
+	s.allowVerifier(1, pid)
+	_, vbr, reply := rawHello(t, addr, fmt.Sprintf("verify 1 %d c/1\n", pid))
+	if f := strings.Fields(reply); len(f) != 3 || f[0] != "ok" || f[2] != "42" {
+		t.Fatalf("the verifier's reply %q, want ok <key> 42", reply)
+	}
+
+	sub, _, reply := rawHello(t, addr, fmt.Sprintf("submit 1 %d\n", pid))
+	if reply != "ok" {
+		t.Fatalf("submit got %q", reply)
+	}
+	io.WriteString(sub, "case/0/out 3\nabc")
+	sub.Close()
+	got, err := io.ReadAll(vbr)
+	if err != nil || string(got) != "case/0/out 3\nabc" {
+		t.Fatalf("the verifier read %q (%v)", got, err)
+	}
+	_, _, reply = rawHello(t, addr, fmt.Sprintf("submit 1 %d\n", pid))
+	if !strings.HasPrefix(reply, "no ") {
+		t.Fatalf("a second outputs connection got %q", reply)
+	}
+	_, _, intr := s.finish(2 * time.Second)
+	if len(intr) != 2 {
+		t.Fatalf("intrusions %q, want the wrong verifier and the second outputs connection", intr)
 	}
 }

@@ -71,6 +71,7 @@ type doneSummary struct {
 	Cases         int64 `json:"cases"`
 	Checked       int64 `json:"checked"`
 	TimingSamples int64 `json:"timing_samples"`
+	Handed        int64 `json:"handed"` // outputs handed to or received from a verifier
 }
 
 // rankRecords is everything one rank wrote.
@@ -92,7 +93,10 @@ type rankRecords struct {
 	// SummaryProblem says how the done record's summary disagrees with the records received
 	// ("" when it agrees): records were lost, added or changed on the way.
 	SummaryProblem string
-	count          int64 // records before done
+	// Handed is how many outputs the rank handed to its verifier, or the verifier received,
+	// by its done record (docs/protocol.md §4, "The verifier").
+	Handed int64
+	count  int64 // records before done
 }
 
 // recordError is a result file that breaks the protocol; the runner's fault.
@@ -251,7 +255,8 @@ func (rr *rankRecords) checkSummary(s *doneSummary) string {
 	for _, t := range rr.Timings {
 		samples += int64(len(t.US))
 	}
-	got := doneSummary{Records: rr.count, Cases: int64(len(rr.Cases)), Checked: checked, TimingSamples: samples}
+	rr.Handed = s.Handed // not countable from the records: the verifier's count must match it
+	got := doneSummary{Records: rr.count, Cases: int64(len(rr.Cases)), Checked: checked, TimingSamples: samples, Handed: s.Handed}
 	if got != *s {
 		return fmt.Sprintf("the harness recorded %d records (%d cases, %d elements checked, %d timing samples) but %d records (%d cases, %d elements checked, %d timing samples) arrived",
 			s.Records, s.Cases, s.Checked, s.TimingSamples, got.Records, got.Cases, got.Checked, got.TimingSamples)

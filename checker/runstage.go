@@ -40,6 +40,11 @@ type runResult struct {
 	// sign that something other than the harness reported (docs/protocol.md §4).
 	chans   map[int]*rankChannel
 	forgery []string
+	// The verifiers (exercises with `verifier: true`): their processes, what each sent over the
+	// records channel, and those records parsed, by rank.
+	verifiers *verifiers
+	vchans    map[int]*rankChannel
+	vrecords  []*rankRecords
 }
 
 // ranks is how many ranks to start.
@@ -180,7 +185,8 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 		return nil
 	}
 	seed := freshSeed()
-	srv, err := newRecordServer(nranks, seed)
+	split := e.Verifier && prog.verifier != nil
+	srv, err := newRecordServer(nranks, seed, split)
 	if err != nil {
 		k.fail(StageRun, FaultRunner, "cannot open the records channel", err.Error())
 		return nil
@@ -220,23 +226,35 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 			k.emit(RankState{Rank: rr.Rank, State: rr.State, Exit: rr.ExitCode, Signal: rr.Signal})
 		}
 	}
+	var vs *verifiers
+	if split {
+		if vs, err = k.startVerifiers(prog, nranks, dir, spec.Env, srv); err != nil {
+			srv.finish(0)
+			k.fail(StageRun, FaultRunner, "cannot start the verifiers", err.Error())
+			return nil
+		}
+	}
 	k.emit(RunStarted{Ranks: nranks, Run: n, Dir: dir})
 	res, lerr := k.c.Launcher.Launch(ctx, spec)
-	chans, intrusions := srv.finish(2 * time.Second)
+	if vs != nil {
+		srv.ranksEnded()
+		vs.wait(verifierGrace)
+	}
+	chans, vchans, intrusions := srv.finish(2 * time.Second)
 	if errors.Is(lerr, launch.ErrWarmLost) && ctx.Err() == nil {
 		// The warm interpreter that forked the ranks died under them: how they ended is
 		// unknown, so this run proves nothing. Run it again with fresh interpreters, a fresh
 		// channel and fresh keys (docs/runtime.md).
-		if srv, err = newRecordServer(nranks, seed); err != nil {
+		if srv, err = newRecordServer(nranks, seed, false); err != nil {
 			k.fail(StageRun, FaultRunner, "cannot open the records channel", err.Error())
 			return nil
 		}
 		spec.Env = append(slices.Clone(spec.Env[:len(spec.Env)-1]), srv.Env())
 		spec.NoWarm = true
 		res, lerr = k.c.Launcher.Launch(ctx, spec)
-		chans, intrusions = srv.finish(2 * time.Second)
+		chans, vchans, intrusions = srv.finish(2 * time.Second)
 	}
-	rr := &runResult{n: n, dir: dir, seed: seed, res: res, chans: chans, forgery: intrusions}
+	rr := &runResult{n: n, dir: dir, seed: seed, res: res, chans: chans, forgery: intrusions, verifiers: vs, vchans: vchans}
 	k.summarizeRun(rr, spec, nranks)
 	if lerr != nil || res == nil {
 		if ctx.Err() != nil {
@@ -373,6 +391,9 @@ func (k *check) summarizeRun(rr *runResult, spec launch.Spec, nranks int) {
 		sum.Ranks = append(sum.Ranks, run)
 		k.emit(RankState{Rank: r, State: run.State, Exit: run.Exit, Signal: run.Signal})
 	}
+	if rr.verifiers != nil {
+		k.verifierRecords(rr, nranks)
+	}
 }
 
 // checkRun decides the run stage: every rank exited 0 after its done record.
@@ -499,6 +520,9 @@ func (k *check) checkRun(rr *runResult) bool {
 				fmt.Sprintf("Rank %d was stopped (%s) although no rank failed.\n%s", rank.Rank, rank.State, tailFor(rank)))
 			return false
 		}
+	}
+	if rr.verifiers != nil && !k.checkVerifiers(rr) {
+		return false
 	}
 	if len(res.Leftover) > 0 {
 		k.rep.Notes = append(k.rep.Notes, fmt.Sprintf("processes left running after the job: %v", res.Leftover))

@@ -104,6 +104,35 @@ int mgpu_record_case(const char *case_name, const mgpu_result *r, int force_fail
 void mgpu_record_timing(const char *case_name, const char *who, double bytes, double factor,
                         const char *metric, const double *us, const double *wall_us, int n);
 
+/* ---- the verifier (docs/protocol.md §4, "The verifier") ------------------------------------ *
+ *
+ * An exercise whose manifest says `verifier: true` is built twice: the rank program (driver,
+ * learner's code, harness) and the verifier (the driver compiled with -DMGPU_VERIFIER, the
+ * harness, no learner code). Each rank has a verifier process of its own. The rank computes
+ * and hands its outputs over; the verifier, which alone knows the run's seed, makes the
+ * expected values and records the cases. A driver splits its work with:
+ *
+ *   mgpu_computes(ctx)  1 in the rank program: allocate, fill inputs, call the learner's code,
+ *                       read outputs back, time. 0 in the verifier (no GPU, no rendezvous).
+ *   mgpu_verifies(ctx)  1 where expected values are made and compared: the verifier, and a
+ *                       program run without one (standalone, or an exercise not split).
+ *   mgpu_hand_over(ctx, tag, buf, bytes)
+ *                       rank: sends bytes of buf to its verifier (returns 0); verifier: fills
+ *                       buf with what the rank sent under the same tag, in the same order
+ *                       (returns 1); without a verifier: returns 1 and leaves buf alone.
+ *   MGPU_LEARNER(...)   a call into the learner's code; compiled out of the verifier.
+ *
+ * A split rank is sent the keys of its own inputs, not the seed: mgpu_exact_key for another
+ * rank fails there, and mgpu_record_case is the verifier's. */
+int mgpu_computes(const mgpu_ctx *ctx);
+int mgpu_verifies(const mgpu_ctx *ctx);
+int mgpu_hand_over(mgpu_ctx *ctx, const char *tag, void *buf, size_t bytes);
+#ifdef MGPU_VERIFIER
+#define MGPU_LEARNER(...) ((void)0)
+#else
+#define MGPU_LEARNER(...) __VA_ARGS__
+#endif
+
 /* Case lookup: returns the case's n, or `fallback` when the run has no case of that name. */
 long long mgpu_case_n(const mgpu_ctx *ctx, const char *name, long long fallback);
 

@@ -151,7 +151,13 @@ static struct {
   int have_code_hash;
   unsigned char code_hash[32]; /* SHA-256 of the executable's read-only mappings at start */
   char refused[256];           /* why the checker refused us, when it did */
-} c = {-1, {0}, 0, 0, 0, {0}, ""};
+  /* The verifier (docs/protocol.md §4, "The verifier"): */
+  int verifier;           /* 1: this process is a rank's verifier (MGPU_ROLE=verifier) */
+  int split;              /* 1: this rank's outputs are checked by a verifier process */
+  int sub_fd;             /* split rank: the connection its outputs travel on; -1 otherwise */
+  uint64_t rank_seed;     /* split rank: the key of its own inputs (no run seed) */
+  uint64_t pattern_seed;  /* split rank: the key of the run's byte patterns */
+} c = {-1, {0}, 0, 0, 0, {0}, "", 0, 0, -1, 0, 0};
 
 static const char k_hex[] = "0123456789abcdef";
 
@@ -268,7 +274,12 @@ __attribute__((constructor(101))) static void mgpu__chan_start(void) {
     die_early(why);
   }
   rank = rank_from_env();
-  snprintf(hello, sizeof hello, "hello %s %ld c/1\n", rank, (long)getpid());
+  {
+    const char *role = getenv("MGPU_ROLE");
+    c.verifier = role && strcmp(role, "verifier") == 0;
+  }
+  snprintf(hello, sizeof hello, "%s %s %ld c/1\n", c.verifier ? "verify" : "hello", rank,
+           (long)getpid());
   if (write_all(fd, hello, strlen(hello)) != 0 || read_line(fd, reply, sizeof reply) != 0)
     die_early("the checker closed the channel during the handshake");
   if (strncmp(reply, "ok ", 3) != 0) {
@@ -283,11 +294,36 @@ __attribute__((constructor(101))) static void mgpu__chan_start(void) {
   }
   p += 64;
   if (*p != ' ') die_early("malformed reply (no seed)");
-  {
+  if (strncmp(p, " split ", 7) == 0) {
+    /* A split rank: the keys of its own inputs and of the run's patterns, never the seed. */
+    char *end;
+    errno = 0;
+    c.rank_seed = strtoull(p + 7, &end, 10);
+    if (errno || end == p + 7 || *end != ' ') die_early("malformed rank seed in the reply");
+    p = end;
+    c.pattern_seed = strtoull(p + 1, &end, 10);
+    if (errno || end == p + 1 || *end) die_early("malformed pattern seed in the reply");
+    c.split = 1;
+  } else {
     char *end;
     errno = 0;
     c.seed = strtoull(p + 1, &end, 10);
     if (errno || end == p + 1 || *end) die_early("malformed seed in the checker's reply");
+  }
+  if (c.split && !c.verifier) {
+    /* The second connection, on which the outputs go to the verifier (mgpu_submit). */
+    int sfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sfd < 0) die_early("cannot create a socket");
+    while (connect(sfd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+      if (errno == EINTR) continue;
+      snprintf(why, sizeof why, "cannot connect to %s: %s", addr, strerror(errno));
+      die_early(why);
+    }
+    snprintf(hello, sizeof hello, "submit %s %ld\n", rank, (long)getpid());
+    if (write_all(sfd, hello, strlen(hello)) != 0 || read_line(sfd, reply, sizeof reply) != 0 ||
+        strcmp(reply, "ok") != 0)
+      die_early("the checker refused the outputs connection");
+    c.sub_fd = sfd;
   }
   memset(reply, 0, sizeof reply);
   c.fd = fd;
@@ -319,7 +355,60 @@ int mgpu__chan_send(const char *json, size_t n) {
   return 0;
 }
 
+int mgpu__chan_verifier(void) { return c.verifier; }
+
+int mgpu__chan_split(uint64_t *rank_seed, uint64_t *pattern_seed) {
+  if (rank_seed) *rank_seed = c.rank_seed;
+  if (pattern_seed) *pattern_seed = c.pattern_seed;
+  return c.split;
+}
+
+int mgpu__chan_submit(const char *tag, const void *data, size_t n) {
+  char head[160];
+  int k;
+  if (c.sub_fd < 0) return -1;
+  k = snprintf(head, sizeof head, "%s %zu\n", tag, n);
+  if (k <= 0 || (size_t)k >= sizeof head) return -1;
+  if (write_all(c.sub_fd, head, (size_t)k) != 0) return -1;
+  if (n > 0 && write_all(c.sub_fd, (const char *)data, n) != 0) return -1;
+  return 0;
+}
+
+/* The verifier's side: the next output's tag and size, then its bytes. */
+int mgpu__chan_next(char *tag, size_t cap, size_t *n) {
+  char line[160], *sp, *end;
+  unsigned long long v;
+  if (c.fd < 0 || !c.verifier) return -1;
+  if (read_line(c.fd, line, sizeof line) != 0) return -1;
+  sp = strrchr(line, ' ');
+  if (!sp) return -2;
+  *sp = 0;
+  errno = 0;
+  v = strtoull(sp + 1, &end, 10);
+  if (errno || end == sp + 1 || *end) return -2;
+  snprintf(tag, cap, "%s", line);
+  *n = (size_t)v;
+  return 0;
+}
+
+int mgpu__chan_read(void *buf, size_t n) {
+  char *p = (char *)buf;
+  while (n > 0) {
+    ssize_t k = read(c.fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
 void mgpu__chan_close(void) {
+  if (c.sub_fd >= 0) {
+    shutdown(c.sub_fd, SHUT_WR);
+    close(c.sub_fd);
+    c.sub_fd = -1;
+  }
   if (c.fd >= 0) {
     shutdown(c.fd, SHUT_WR);
     close(c.fd);

@@ -57,7 +57,12 @@ static struct {
   double rdzv_timeout_s;
   /* What this rank recorded, for the done record's summary (docs/protocol.md §4). */
   long long nrecords, ncase_records, checked, timing_samples;
-} g = {NULL, NULL, -1, 0, 0, 0, "", "", "", 0, 0, 0, 60.0, 0, 0, 0, 0};
+  /* The verifier (docs/protocol.md §4): this process is one; this rank is checked by one
+   * (split), and then the keys of its own inputs and of the run's patterns. */
+  int verifier, split;
+  uint64_t rank_seed, pattern_seed;
+  long long handed; /* outputs handed over (rank) or received (verifier) */
+} g = {NULL, NULL, -1, 0, 0, 0, "", "", "", 0, 0, 0, 60.0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -573,7 +578,13 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
   }
 
   v = getenv("MGPU_SEED");
-  if (mgpu__chan_active()) {
+  g.verifier = mgpu__chan_verifier();
+  g.split = mgpu__chan_split(&g.rank_seed, &g.pattern_seed) || g.verifier;
+  if (g.split && !g.verifier) {
+    /* A split rank knows the keys of its own inputs only: the seed, and with it every other
+     * rank's inputs and every expected value, stays with the verifier. */
+    ctx->seed = 0;
+  } else if (mgpu__chan_active()) {
     ctx->seed = mgpu__chan_seed(); /* only the channel carries it: not in the environment */
   } else if (v && *v) {
     if (!parse_u64(v, &ctx->seed))
@@ -605,7 +616,9 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
     mgpu_fault_kill_rank(ctx, &ms); /* validates the syntax early */
   }
 
-  if (mgpu__cuda_setup) mgpu__cuda_setup(ctx, select_device, g.gpu, sizeof g.gpu);
+  /* A verifier never touches a GPU: it only compares what its rank handed over. */
+  if (mgpu__cuda_setup && !g.verifier)
+    mgpu__cuda_setup(ctx, select_device, g.gpu, sizeof g.gpu);
 
   pthread_mutex_lock(&g_lock);
   if (!g.started) write_start_locked();
@@ -635,8 +648,10 @@ int mgpu_finish(mgpu_ctx *ctx) {
   /* What this rank recorded before done: the checker compares it with what it received. */
   jb_key(&b, "summary");
   pthread_mutex_lock(&g_lock);
-  jb_fmt(&b, "{\"records\":%lld,\"cases\":%lld,\"checked\":%lld,\"timing_samples\":%lld}",
-         g.nrecords, g.ncase_records, g.checked, g.timing_samples);
+  jb_fmt(&b,
+         "{\"records\":%lld,\"cases\":%lld,\"checked\":%lld,\"timing_samples\":%lld,"
+         "\"handed\":%lld}",
+         g.nrecords, g.ncase_records, g.checked, g.timing_samples, g.handed);
   pthread_mutex_unlock(&g_lock);
   rec_end(&b);
   pthread_mutex_lock(&g_lock);
@@ -792,6 +807,10 @@ int mgpu_record_case(const char *case_name, const mgpu_result *r, int force_fail
   jbuf b;
   int k;
   int ok = r->bad == 0 && r->unwritten == 0 && r->guard_hits == 0 && !force_fail;
+  if (g.split && !g.verifier)
+    mgpu_fail("driver", "mgpu_record_case", __FILE__, __LINE__, 0,
+              "a rank whose outputs a verifier checks records no cases: the driver's check "
+              "must sit behind mgpu_verifies()");
   pthread_mutex_lock(&g_lock);
   g.ncase_records++;
   g.checked += r->checked;
@@ -919,12 +938,21 @@ static void touch_file(const char *path, const char *call) {
   close(fd);
 }
 
+/* A verifier meets nobody: a driver that reaches a rendezvous there has a check outside
+ * mgpu_verifies() or work outside mgpu_computes(). */
+static void no_rdzv_in_verifier(const char *call) {
+  if (g.verifier)
+    HFAIL(call, "the driver reached a rendezvous in the verifier (rendezvous belong behind "
+                "mgpu_computes())");
+}
+
 void mgpu_barrier(mgpu_ctx *ctx, const char *tag) {
   const char *dir;
   char t[96], path[4400];
   unsigned long seq;
   int r, waiting_for = -1;
   poller p;
+  no_rdzv_in_verifier("mgpu_barrier");
   if (!ctx) ctx = g.ctx;
   if (!ctx) HFAIL("mgpu_barrier", "mgpu_init was not called");
   if (ctx->world <= 1) return;
@@ -965,6 +993,7 @@ void mgpu_share(mgpu_ctx *ctx, const char *key, void *buf, size_t len, int root)
   const char *dir;
   char k[96], path[4400], tmp[4500];
   unsigned long seq;
+  no_rdzv_in_verifier("mgpu_share");
   if (!ctx) ctx = g.ctx;
   if (!ctx) HFAIL("mgpu_share", "mgpu_init was not called");
   if (len > MGPU_MAX_SHARE)
@@ -1018,6 +1047,7 @@ void mgpu__gather(mgpu_ctx *ctx, const char *tag, const void *mine, size_t len, 
   const char *dir;
   char t[96], path[4400], tmp[4500];
   unsigned long seq;
+  no_rdzv_in_verifier("mgpu__gather");
   int r;
   poller p;
   FILE *f;
@@ -1072,15 +1102,77 @@ static uint64_t mix64(uint64_t x) {
   return z ^ (z >> 31);
 }
 
+/* In a split rank the checker sent h of its own rank (rank_seed) and of the patterns
+ * (pattern_seed) instead of the seed, so the values are the same as everywhere else. */
 uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter) {
-  uint64_t h = mix64(seed ^ 0x6578616374000000ULL); /* "exact" */
+  uint64_t h;
+  if (g.split && !g.verifier) {
+    if (rank != g.rank)
+      mgpu_fail("driver", "mgpu_exact_key", __FILE__, __LINE__, 0,
+                "a rank whose outputs a verifier checks knows its own inputs only: the other "
+                "ranks' inputs (and the expected values made of them) belong behind "
+                "mgpu_verifies()");
+    return mix64(g.rank_seed ^ (uint64_t)(uint32_t)iter);
+  }
+  h = mix64(seed ^ 0x6578616374000000ULL); /* "exact" */
   h = mix64(h ^ (uint64_t)(uint32_t)rank);
   return mix64(h ^ (uint64_t)(uint32_t)iter);
 }
 
 uint64_t mgpu_pattern_key(uint64_t seed, int iter) {
-  uint64_t h = mix64(seed ^ 0x7061747465726e00ULL); /* "pattern" */
+  uint64_t h = g.split && !g.verifier ? g.pattern_seed
+                                       : mix64(seed ^ 0x7061747465726e00ULL); /* "pattern" */
   return mix64(h ^ (uint64_t)(uint32_t)iter);
+}
+
+/* ---- the verifier (docs/protocol.md §4) -------------------------------------------------- */
+
+int mgpu_computes(const mgpu_ctx *ctx) {
+  (void)ctx;
+  return !g.verifier;
+}
+
+int mgpu_verifies(const mgpu_ctx *ctx) {
+  (void)ctx;
+  return g.verifier || !g.split;
+}
+
+int mgpu_hand_over(mgpu_ctx *ctx, const char *tag, void *buf, size_t bytes) {
+  char got[160];
+  size_t n = 0;
+  int k;
+  (void)ctx;
+  if (!g.ctx) HFAIL("mgpu_hand_over", "mgpu_init was not called");
+  if (!tag || !*tag || strlen(tag) > 120 || strpbrk(tag, " \n"))
+    mgpu_fail("driver", "mgpu_hand_over", __FILE__, __LINE__, 0,
+              "a hand-over tag is 1 to 120 characters without spaces");
+  if (!g.split) return 1; /* one process does both: the buffer already holds the output */
+  g.handed++;
+  if (!g.verifier) {
+    if (mgpu__chan_submit(tag, buf, bytes) != 0)
+      HFAIL("mgpu_hand_over", "the checker closed the outputs connection (at %s)", tag);
+    return 0;
+  }
+  k = mgpu__chan_next(got, sizeof got, &n);
+  if (k == -1) {
+    char msg[240];
+    snprintf(msg, sizeof msg, "the rank's outputs ended before it handed over \"%s\"", tag);
+    mgpu_fail("verifier", "mgpu_hand_over", __FILE__, __LINE__, 0, msg);
+  }
+  if (k != 0 || strcmp(got, tag) != 0 || n != bytes) {
+    char msg[480];
+    snprintf(msg, sizeof msg,
+             "the rank handed over \"%.120s\" (%zu bytes) where its driver hands over \"%s\" "
+             "(%zu bytes): something other than the driver wrote to the outputs connection",
+             k == 0 ? got : "(malformed)", n, tag, bytes);
+    mgpu_fail("verifier", "mgpu_hand_over", __FILE__, __LINE__, 0, msg);
+  }
+  if (mgpu__chan_read(buf, bytes) != 0) {
+    char msg[240];
+    snprintf(msg, sizeof msg, "the rank's outputs ended inside \"%s\"", tag);
+    mgpu_fail("verifier", "mgpu_hand_over", __FILE__, __LINE__, 0, msg);
+  }
+  return 1;
 }
 
 float mgpu_exact_value_k(uint64_t key, long long i) {

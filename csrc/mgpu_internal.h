@@ -38,6 +38,16 @@ int mgpu__chan_send(const char *json, size_t n);
 void mgpu__chan_close(void);
 int mgpu__code_changed(void);
 
+/* The verifier (docs/protocol.md §4). verifier: this process is a rank's verifier; split: this
+ * rank's outputs are checked by one (then *rank_seed and *pattern_seed are its input keys);
+ * submit: one output to the verifier (rank side); next/read: the next output's tag and size,
+ * then its bytes (verifier side; -1 at the end of the stream, -2 for a malformed header). */
+int mgpu__chan_verifier(void);
+int mgpu__chan_split(uint64_t *rank_seed, uint64_t *pattern_seed);
+int mgpu__chan_submit(const char *tag, const void *data, size_t n);
+int mgpu__chan_next(char *tag, size_t cap, size_t *n);
+int mgpu__chan_read(void *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

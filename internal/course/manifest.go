@@ -26,6 +26,12 @@ type Manifest struct {
 	// Support are further course-owned files compiled or shipped with the driver (headers...).
 	Support []string `yaml:"support"`
 
+	// Verifier splits the check in two processes per rank (docs/protocol.md §4, "The
+	// verifier"): the rank program computes and hands its outputs over; a verifier built from
+	// the driver alone (-DMGPU_VERIFIER), which alone knows the run's seed, makes the expected
+	// values and records the cases. c and cuda exercises.
+	Verifier bool `yaml:"verifier"`
+
 	Build    Build          `yaml:"build"`
 	Launch   Launch         `yaml:"launch"`
 	Requires Requirements   `yaml:"requires"`

@@ -7,6 +7,8 @@
  * each call recv and scratch are filled with NaN; after it, recv is read back on the learner's
  * stream (work left unordered on another stream is caught) and every element is compared with
  * the host sum, tolerance 0; send is read back too and must still hold this rank's input.
+ * The comparisons are made by each rank's verifier (`verifier: true`, docs/protocol.md §4): the
+ * rank hands recv and send over and never knows the other ranks' inputs or the sum.
  * Sizes are odd, prime, one and a power of two, on whatever number of GPUs the machine has.
  *
  * Performance (headline case "256MiB"): the learner's ring against ncclAllReduce of the same
@@ -55,33 +57,56 @@ static void bufs_free(ring_bufs *b) {
 }
 
 static void call_ring(ring_bufs *b, cudaStream_t stream) {
-  ring_allreduce(b->comm, b->rank, b->world, (const float *)b->send.ptr, (float *)b->recv.ptr,
-                 (size_t)b->n, (float *)b->scratch.ptr, stream);
+  MGPU_LEARNER(ring_allreduce(b->comm, b->rank, b->world, (const float *)b->send.ptr,
+                              (float *)b->recv.ptr, (size_t)b->n, (float *)b->scratch.ptr,
+                              stream));
 }
 
-/* Host side of a check: the expected sum, this rank's input, pinned staging for read-backs. */
+/* Host side of a check. got_recv and got_send hold what the rank read back (pinned in the
+ * rank, where it reads them from the GPU; plain memory in the verifier, where they arrive).
+ * want and mine (the expected sum, this rank's input) exist only where the check is made. */
 typedef struct ring_check {
-  float *want, *mine, *host;
+  float *want, *mine, *got_recv, *got_send;
   long long send_changed;
 } ring_check;
 
-static void check_alloc(ring_check *k, long long n) {
-  const size_t bytes = (size_t)n * sizeof(float);
-  k->want = (float *)malloc(bytes);
-  k->mine = (float *)malloc(bytes);
-  if (!k->want || !k->mine)
-    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  MGPU_CUDA(cudaMallocHost((void **)&k->host, bytes));
-  k->send_changed = 0;
+static float *host_floats(const mgpu_ctx *ctx, long long n, int pinned) {
+  float *p = NULL;
+  if (pinned) {
+    MGPU_CUDA(cudaMallocHost((void **)&p, (size_t)n * sizeof(float)));
+  } else {
+    p = (float *)malloc((size_t)n * sizeof(float));
+    if (!p) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
+  (void)ctx;
+  return p;
 }
 
-static void check_free(ring_check *k) {
-  MGPU_CUDA(cudaFreeHost(k->host));
+static void check_alloc(const mgpu_ctx *ctx, ring_check *k, long long n) {
+  const int pinned = mgpu_computes(ctx);
+  memset(k, 0, sizeof *k);
+  k->got_recv = host_floats(ctx, n, pinned);
+  k->got_send = host_floats(ctx, n, pinned);
+  if (mgpu_verifies(ctx)) {
+    k->want = host_floats(ctx, n, 0);
+    k->mine = host_floats(ctx, n, 0);
+  }
+}
+
+static void check_free(const mgpu_ctx *ctx, ring_check *k) {
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFreeHost(k->got_send));
+    MGPU_CUDA(cudaFreeHost(k->got_recv));
+  } else {
+    free(k->got_send);
+    free(k->got_recv);
+  }
   free(k->mine);
   free(k->want);
 }
 
-/* want = the sum over ranks of the inputs of iteration `it`; mine = this rank's input. */
+/* want = the sum over ranks of the inputs of iteration `it`; mine = this rank's input. Only
+ * where the check is made: a rank checked by a verifier cannot make another rank's inputs. */
 static void expect_sum(const mgpu_ctx *ctx, long long n, int it, ring_check *k) {
   long long i;
   int rr;
@@ -97,63 +122,86 @@ static void expect_sum(const mgpu_ctx *ctx, long long n, int it, ring_check *k) 
   }
 }
 
-/* Reads recv and send back on `stream`: recv against want into r, send against mine. */
-static void compare(ring_bufs *b, ring_check *k, mgpu_result *r, cudaStream_t stream) {
+/* The rank reads recv and send back on `stream` and hands both over; where the check is made,
+ * recv is compared with the sum of iteration `it` into r and send with this rank's input. */
+static void compare(mgpu_ctx *ctx, ring_bufs *b, int it, const char *tag, ring_check *k,
+                    mgpu_result *r, cudaStream_t stream) {
   const size_t bytes = (size_t)b->n * sizeof(float);
+  char t[128];
   long long i;
-  MGPU_CUDA(cudaMemcpyAsync(k->host, b->recv.ptr, bytes, cudaMemcpyDeviceToHost, stream));
-  MGPU_CUDA(cudaStreamSynchronize(stream));
-  for (i = 0; i < b->n; i++) mgpu_result_add(r, i, k->host[i], k->want[i], 0.0);
-  MGPU_CUDA(cudaMemcpyAsync(k->host, b->send.ptr, bytes, cudaMemcpyDeviceToHost, stream));
-  MGPU_CUDA(cudaStreamSynchronize(stream));
-  for (i = 0; i < b->n; i++) k->send_changed += k->host[i] != k->mine[i];
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMemcpyAsync(k->got_recv, b->recv.ptr, bytes, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaMemcpyAsync(k->got_send, b->send.ptr, bytes, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+  }
+  snprintf(t, sizeof t, "%s/recv", tag);
+  mgpu_hand_over(ctx, t, k->got_recv, bytes);
+  snprintf(t, sizeof t, "%s/send", tag);
+  if (!mgpu_hand_over(ctx, t, k->got_send, bytes)) return;
+  expect_sum(ctx, b->n, it, k);
+  for (i = 0; i < b->n; i++) mgpu_result_add(r, i, k->got_recv[i], k->want[i], 0.0);
+  for (i = 0; i < b->n; i++) k->send_changed += k->got_send[i] != k->mine[i];
 }
 
 /* One checked call with the inputs of iteration `it`: recv and scratch poisoned first. */
-static void checked_call(const mgpu_ctx *ctx, ring_bufs *b, int it, ring_check *k, mgpu_result *r,
-                         cudaStream_t stream) {
-  mgpu_poison(&b->recv, stream);
-  mgpu_poison(&b->scratch, stream);
-  mgpu_fill_exact_f32((float *)b->send.ptr, b->n, ctx->seed, ctx->rank, it, stream);
-  call_ring(b, stream);
-  expect_sum(ctx, b->n, it, k);
-  compare(b, k, r, stream);
+static void checked_call(mgpu_ctx *ctx, ring_bufs *b, int it, const char *tag, ring_check *k,
+                         mgpu_result *r, cudaStream_t stream) {
+  if (mgpu_computes(ctx)) {
+    mgpu_poison(&b->recv, stream);
+    mgpu_poison(&b->scratch, stream);
+    mgpu_fill_exact_f32((float *)b->send.ptr, b->n, ctx->seed, ctx->rank, it, stream);
+    call_ring(b, stream);
+  }
+  compare(ctx, b, it, tag, k, r, stream);
 }
 
-static long long guard_hits(const ring_bufs *b) {
-  return mgpu_guard_hits(&b->send) + mgpu_guard_hits(&b->recv) + mgpu_guard_hits(&b->scratch);
+/* Guard bytes hit around send, recv and scratch: counted by the rank, handed over. */
+static long long guard_hits(mgpu_ctx *ctx, const ring_bufs *b, const char *tag) {
+  long long hits = 0;
+  if (mgpu_computes(ctx))
+    hits = mgpu_guard_hits(&b->send) + mgpu_guard_hits(&b->recv) + mgpu_guard_hits(&b->scratch);
+  mgpu_hand_over(ctx, tag, &hits, sizeof hits);
+  return hits;
 }
 
 static const char kSendChanged[] =
     "send was modified: %lld of its elements no longer hold this rank's input after the call "
     "(send is read-only; use scratch)";
 
-static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
-                     cudaStream_t stream) {
+static void run_case(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStream_t stream) {
   const long long n = c->n;
   ring_bufs b;
   ring_check k;
   mgpu_result r;
+  char tag[128];
   int it;
 
-  bufs_alloc(&b, n, ctx, comm);
+  memset(&b, 0, sizeof b);
+  b.n = n;
+  if (mgpu_computes(ctx)) bufs_alloc(&b, n, ctx, comm);
   mgpu_result_init(&r, n);
-  check_alloc(&k, n);
-  for (it = 0; it < kIterations; it++) checked_call(ctx, &b, it, &k, &r, stream);
-  r.guard_hits = guard_hits(&b);
-  if (k.send_changed)
-    snprintf(r.msg, sizeof r.msg, kSendChanged, k.send_changed);
-  else if (r.bad || r.unwritten)
-    snprintf(r.msg, sizeof r.msg,
-             "ring all-reduce of %lld floats over %d ranks (%lld per rank's chunk, remainder "
-             "%lld), %d iterations: recv must hold the sum of every rank's send",
-             n, ctx->world, n / ctx->world, n % ctx->world, kIterations);
-  else if (r.guard_hits)
-    snprintf(r.msg, sizeof r.msg, "a write landed outside send, recv or scratch");
-  mgpu_record_case(c->name, &r, k.send_changed != 0);
+  check_alloc(ctx, &k, n);
+  for (it = 0; it < kIterations; it++) {
+    snprintf(tag, sizeof tag, "%s/%d", c->name, it);
+    checked_call(ctx, &b, it, tag, &k, &r, stream);
+  }
+  snprintf(tag, sizeof tag, "%s/guards", c->name);
+  r.guard_hits = guard_hits(ctx, &b, tag);
+  if (mgpu_verifies(ctx)) {
+    if (k.send_changed)
+      snprintf(r.msg, sizeof r.msg, kSendChanged, k.send_changed);
+    else if (r.bad || r.unwritten)
+      snprintf(r.msg, sizeof r.msg,
+               "ring all-reduce of %lld floats over %d ranks (%lld per rank's chunk, remainder "
+               "%lld), %d iterations: recv must hold the sum of every rank's send",
+               n, ctx->world, n / ctx->world, n % ctx->world, kIterations);
+    else if (r.guard_hits)
+      snprintf(r.msg, sizeof r.msg, "a write landed outside send, recv or scratch");
+    mgpu_record_case(c->name, &r, k.send_changed != 0);
+  }
 
-  check_free(&k);
-  bufs_free(&b);
+  check_free(ctx, &k);
+  if (mgpu_computes(ctx)) bufs_free(&b);
 }
 
 /* ---- timing ------------------------------------------------------------------------------ */
@@ -183,35 +231,36 @@ static void op_nccl(void *arg, int iter, cudaStream_t stream) {
 /* The case "after-timing": the last timed call's recv (inputs unchanged during timing), then
  * one more call exactly as the timed ones, with inputs no call has seen. Every rank makes the
  * call, whatever its own check found. */
-static void check_after_timing(const mgpu_ctx *ctx, ring_bufs *b, cudaStream_t stream) {
+static void check_after_timing(mgpu_ctx *ctx, ring_bufs *b, cudaStream_t stream) {
   ring_check k;
   mgpu_result r;
   long long last_wrong;
-  check_alloc(&k, b->n);
+  check_alloc(ctx, &k, b->n);
   mgpu_result_init(&r, b->n);
-  expect_sum(ctx, b->n, kTimedIter, &k);
-  compare(b, &k, &r, stream);
+  compare(ctx, b, kTimedIter, "after-timing/last", &k, &r, stream);
   last_wrong = r.bad + r.unwritten;
-  checked_call(ctx, b, kAfterTimingIter, &k, &r, stream);
-  r.guard_hits = guard_hits(b);
-  if (k.send_changed)
-    snprintf(r.msg, sizeof r.msg, kSendChanged, k.send_changed);
-  else if (last_wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "after the timed calls, recv did not hold the sum of the inputs they were given "
-             "(%lld wrong elements): every call must do the whole work, repeated calls with the "
-             "same buffers included",
-             last_wrong);
-  else if (r.bad || r.unwritten)
-    snprintf(r.msg, sizeof r.msg,
-             "after the timed calls, a call with new data in the same buffers gave a wrong "
-             "result: every call must do the whole work, repeated calls with the same buffers "
-             "included (%lld floats over %d ranks)",
-             b->n, ctx->world);
-  else if (r.guard_hits)
-    snprintf(r.msg, sizeof r.msg, "a write landed outside send, recv or scratch");
-  mgpu_record_case("after-timing", &r, k.send_changed != 0);
-  check_free(&k);
+  checked_call(ctx, b, kAfterTimingIter, "after-timing/new", &k, &r, stream);
+  r.guard_hits = guard_hits(ctx, b, "after-timing/guards");
+  if (mgpu_verifies(ctx)) {
+    if (k.send_changed)
+      snprintf(r.msg, sizeof r.msg, kSendChanged, k.send_changed);
+    else if (last_wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "after the timed calls, recv did not hold the sum of the inputs they were given "
+               "(%lld wrong elements): every call must do the whole work, repeated calls with "
+               "the same buffers included",
+               last_wrong);
+    else if (r.bad || r.unwritten)
+      snprintf(r.msg, sizeof r.msg,
+               "after the timed calls, a call with new data in the same buffers gave a wrong "
+               "result: every call must do the whole work, repeated calls with the same buffers "
+               "included (%lld floats over %d ranks)",
+               b->n, ctx->world);
+    else if (r.guard_hits)
+      snprintf(r.msg, sizeof r.msg, "a write landed outside send, recv or scratch");
+    mgpu_record_case("after-timing", &r, k.send_changed != 0);
+  }
+  check_free(ctx, &k);
 }
 
 static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStream_t stream) {
@@ -219,6 +268,12 @@ static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStr
   mgpu_buf base_recv;
   nccl_arg base;
   mgpu_timing t;
+  if (!mgpu_computes(ctx)) { /* the verifier: the after-timing check only */
+    memset(&b, 0, sizeof b);
+    b.n = c->n;
+    check_after_timing(ctx, &b, stream);
+    return;
+  }
   bufs_alloc(&b, c->n, ctx, comm);
   base_recv = mgpu_alloc((size_t)c->n * sizeof(float), ctx->device);
   base.send = b.send.ptr;
@@ -242,21 +297,25 @@ static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStr
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  cudaStream_t stream;
+  cudaStream_t stream = NULL;
   ncclUniqueId id;
   ncclComm_t comm = NULL;
   int k;
 
   mgpu_init(&ctx, argc, argv);
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  mgpu_nccl_unique_id(&ctx, &id);
-  MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    mgpu_nccl_unique_id(&ctx, &id);
+    MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+  }
 
   for (k = 0; k < ctx.ncases; k++) run_case(&ctx, &ctx.cases[k], comm, stream);
   if (ctx.perf)
     for (k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, &ctx.perf_cases[k], comm, stream);
 
-  MGPU_NCCL(ncclCommDestroy(comm));
-  MGPU_CUDA(cudaStreamDestroy(stream));
+  if (mgpu_computes(&ctx)) {
+    MGPU_NCCL(ncclCommDestroy(comm));
+    MGPU_CUDA(cudaStreamDestroy(stream));
+  }
   return mgpu_finish(&ctx);
 }
