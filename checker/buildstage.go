@@ -31,6 +31,9 @@ type program struct {
 	// verifier is the verifier program (exercises with `verifier: true`; docs/protocol.md §4):
 	// the driver built with -DMGPU_VERIFIER and the harness, no learner code. nil otherwise.
 	verifier []string
+	// verifierEnv is added last to the verifier's environment (Python: a path without the
+	// learner's files).
+	verifierEnv []string
 }
 
 type learnerFile struct {
@@ -575,6 +578,16 @@ func (k *check) buildPython(ctx context.Context, prog *program) bool {
 		pyPath = append(pyPath, old)
 	}
 	prog.env = []string{"PYTHONPATH=" + strings.Join(pyPath, string(os.PathListSeparator)), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"}
+	if k.e.Verifier {
+		// The verifier runs the same driver without the learner's files on its path: it never
+		// imports them (docs/protocol.md §4, "The verifier").
+		vPath := []string{prog.srcDir}
+		if old := os.Getenv("PYTHONPATH"); old != "" {
+			vPath = append(vPath, old)
+		}
+		prog.verifier = prog.argv
+		prog.verifierEnv = []string{"PYTHONPATH=" + strings.Join(vPath, string(os.PathListSeparator))}
+	}
 	k.done(StageBuild, StatusOK, "syntax checked")
 	return true
 }

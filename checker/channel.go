@@ -207,7 +207,11 @@ func (s *recordServer) serve(conn *net.UnixConn) {
 	if verb == "hello" && s.split {
 		// A split rank gets the keys of its own inputs and of the patterns, never the seed
 		// (csrc/mgpu_core.c: mgpu_exact_key, mgpu_pattern_key).
-		reply = fmt.Sprintf("ok %s split %d %d\n", hex.EncodeToString(key[:]), rankSeed(s.seed, rank), patternSeed(s.seed))
+		rs, ps := rankSeed(s.seed, rank), patternSeed(s.seed)
+		if strings.HasPrefix(f[3], "py/") {
+			rs, ps = pyRankSeed(s.seed, rank), 0 // csrc/python/mgpu_harness.py: _key32
+		}
+		reply = fmt.Sprintf("ok %s split %d %d\n", hex.EncodeToString(key[:]), rs, ps)
 	}
 	if _, err := io.WriteString(conn, reply); err != nil {
 		return
@@ -239,6 +243,10 @@ func rankSeed(seed uint64, rank int) uint64 {
 }
 
 func patternSeed(seed uint64) uint64 { return mix64(seed ^ 0x7061747465726e00) }
+
+// pyRankSeed is the Python harness's: _key32(seed, rank, it, salt) is
+// mix64(mix64(pyRankSeed(seed, rank) ^ it) ^ salt) & 0xFFFFFFFF.
+func pyRankSeed(seed uint64, rank int) uint64 { return mix64(mix64(seed) ^ uint64(int64(rank))) }
 
 // allowVerifier names the process the checker started as rank's verifier: only it may say
 // "verify" for that rank.

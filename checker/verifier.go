@@ -50,7 +50,11 @@ func (k *check) startVerifiers(prog *program, nranks int, dir string, env []stri
 			"MGPU_RUN_DIR="+dir,
 			// A verifier never needs a GPU; a driver that reaches for one there fails clearly.
 			"CUDA_VISIBLE_DEVICES=",
+			// Its CPU threads wait asleep, not spinning, between steps: a spinning pool beside
+			// the rank's slowed a verifier on a 2-core machine several times over.
+			"OMP_WAIT_POLICY=PASSIVE",
 		)
+		cmd.Env = append(cmd.Env, prog.verifierEnv...)
 		logPath := filepath.Join(dir, fmt.Sprintf("verifier-%d.log", r))
 		lf, err := os.Create(logPath)
 		if err != nil {

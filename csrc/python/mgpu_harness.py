@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import ctypes
 import functools
 import hashlib
 import hmac
@@ -51,6 +52,14 @@ HARNESS_VERSION = "py/1"
 _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _CHUNK = 1 << 24  # elements per step in exact()/check_equal(), bounds temporary memory
+# On the CPU (gloo runs, the verifier) smaller steps keep the temporaries in cache: generating
+# 64 Mi exact values took 7.1 s in steps of 16 Mi and 1.3 s in steps of 1 Mi on a 2-core CI
+# machine (torch 2.11).
+_CHUNK_CPU = 1 << 20
+
+
+def _chunk(device):
+    return _CHUNK if torch.device(device).type == "cuda" else _CHUNK_CPU
 _MAX_FIRST = 8
 _MAX_MSG = 2000
 
@@ -73,23 +82,118 @@ class _Channel:
     def __init__(self, addr, rank):
         if not addr.startswith("unix:"):
             raise ValueError(f"MGPU_RECORDS={addr!r} is not unix:<socket path>")
+        # A rank's verifier (docs/protocol.md §4, "The verifier") says "verify"; the checker
+        # accepts that only from the process it started for the rank.
+        self.verifier = os.environ.get("MGPU_ROLE") == "verifier"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(addr[len("unix:"):])
-        sock.sendall(f"hello {rank} {os.getpid()} py/1\n".encode())
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = sock.recv(256)
-            if not chunk:
-                raise ConnectionError("the checker closed the records channel during the handshake")
-            reply += chunk
-        parts = reply.decode().split()
-        if len(parts) != 3 or parts[0] != "ok":
-            raise ConnectionError("the checker refused this process: " + reply.decode().strip())
-        self._key = bytes.fromhex(parts[1])
-        self.seed = int(parts[2]) & _MASK64
+        verb = "verify" if self.verifier else "hello"
+        sock.sendall(f"{verb} {rank} {os.getpid()} {HARNESS_VERSION}\n".encode())
         self._sock = sock
+        self._buf = b""
+        reply = self._line()
+        if reply is None:
+            raise ConnectionError("the checker closed the records channel during the handshake")
+        parts = reply.split()
+        self.split = False
+        self.seed = None
+        self.rank_seed = None
+        if len(parts) == 5 and parts[0] == "ok" and parts[2] == "split":
+            # A split rank: the key of its own inputs, never the run's seed.
+            self.split = True
+            self.rank_seed = int(parts[3]) & _MASK64
+        elif len(parts) == 3 and parts[0] == "ok":
+            self.seed = int(parts[2]) & _MASK64
+        else:
+            raise ConnectionError("the checker refused this process: " + reply.strip())
+        self._key = bytes.fromhex(parts[1])
         self._seq = 0
+        self._sub = None
         self.learner_paths = set()  # the harness's set of learner files, shared
+        if self.split:
+            sub = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sub.connect(addr[len("unix:"):])
+            sub.sendall(f"submit {rank} {os.getpid()}\n".encode())
+            ok = b""
+            while not ok.endswith(b"\n"):
+                chunk = sub.recv(1)
+                if not chunk:
+                    break
+                ok += chunk
+            if ok != b"ok\n":
+                raise ConnectionError("the checker refused the outputs connection: " +
+                                      ok.decode(errors="replace").strip())
+            self._sub = sub
+        if self.verifier:
+            self.split = True
+
+    def _line(self):
+        """The next line from the checker (None at the end), keeping what follows it."""
+        while b"\n" not in self._buf:
+            chunk = self._sock.recv(1 << 16)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def submit(self, tag, parts):
+        """A split rank: one output to its verifier, sent from its parts without joining."""
+        size = sum(len(p) for p in parts)
+        self._sub.sendall(f"{tag} {size}\n".encode())
+        for p in parts:
+            if len(p):
+                self._sub.sendall(p)
+
+    def next_output(self):
+        """The verifier: the rank's next output as (tag, object), an object being a CPU tensor
+        (its bytes read straight into its memory) or a JSON value; None at the end of the
+        stream; (header, None) when it is malformed."""
+        head = self._line()
+        if head is None:
+            return None
+        tag, _, size = head.rpartition(" ")
+        if not tag or not size.isdigit():
+            return (head, None)
+        size = int(size)
+        meta_line = self._line()
+        if meta_line is None:
+            return None
+        left = size - len(meta_line.encode()) - 1
+        try:
+            meta = json.loads(meta_line)
+            if meta["k"] != "t":
+                if left != 0:
+                    return (tag, None)
+                if meta["k"] == "v":
+                    return (tag, ("v", meta["v"]))
+                # Neither a tensor nor a value: an object of a class of the same name.
+                kind = type(str(meta["name"]), (), {"__module__": str(meta["module"])})
+                return (tag, ("v", kind()))
+            dtype = getattr(torch, str(meta["dtype"]))
+            if not isinstance(dtype, torch.dtype):
+                return (tag, None)
+            t = torch.empty([int(d) for d in meta["shape"]], dtype=dtype)
+        except (ValueError, KeyError, TypeError, AttributeError, RuntimeError):
+            return (tag, None)
+        if left != t.numel() * t.element_size():
+            return (tag, None)
+        if left and not self._exactly_into(_memory(t)):
+            return None
+        return (tag, ("v", t))
+
+    def _exactly_into(self, mv):
+        """Fills mv from the checker (False when the stream ends first)."""
+        n = len(mv)
+        k = min(n, len(self._buf))
+        mv[:k] = self._buf[:k]
+        self._buf = self._buf[k:]
+        while k < n:
+            got = self._sock.recv_into(mv[k:], min(1 << 22, n - k))
+            if not got:
+                return False
+            k += got
+        return True
 
     def send(self, line):
         # Records come from the driver and the harness only. A learner that reached this object
@@ -726,6 +830,28 @@ class _Audit:
         os._exit(1)
 
 
+def _memory(t):
+    """A writable view of a contiguous CPU tensor's bytes (no copy)."""
+    nbytes = t.numel() * t.element_size()
+    return memoryview((ctypes.c_char * nbytes).from_address(t.data_ptr())).cast("B")
+
+
+def _pack(obj):
+    """An output for the verifier: a JSON line saying what it is, then, for a tensor, its bytes
+    (a view of its memory, not a copy). Returns the parts to send."""
+    if type(obj) in (torch.Tensor, torch.nn.Parameter):
+        t = obj.detach().to("cpu").contiguous()
+        meta = {"k": "t", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+        head = json.dumps(meta).encode() + b"\n"
+        return [head, _memory(t) if t.numel() else b""], t  # t keeps the memory alive
+    try:
+        return [json.dumps({"k": "v", "v": obj}, allow_nan=True).encode() + b"\n"], None
+    except (TypeError, ValueError):
+        kind = type(obj)
+        return [json.dumps({"k": "o", "module": kind.__module__,
+                            "name": kind.__qualname__}).encode() + b"\n"], None
+
+
 class Harness:
     """One rank's harness. Make it with mgpu_harness.init()."""
 
@@ -744,7 +870,7 @@ class Harness:
         self._records = None
         self._chan = None
         self._guard = None
-        self._counts = {"records": 0, "cases": 0, "checked": 0, "timing_samples": 0}
+        self._counts = {"records": 0, "cases": 0, "checked": 0, "timing_samples": 0, "handed": 0}
         self._finished = False
         self._violated = False
         self._learner_files = set()
@@ -752,6 +878,9 @@ class Harness:
         self._learner_names = set()
         self._learner_paths = set()  # the imported learner files' code paths, exactly
         self._decoy = None
+        self.split = False     # outputs checked by a verifier process (docs/protocol.md §4)
+        self.verifier = False  # this process is a rank's verifier
+        self._handed = 0
         for f in (os.environ.get("MGPU_LEARNER_FILES") or "").split(","):
             if f.strip():
                 self._learner_files.add(os.path.basename(f.strip()))
@@ -764,8 +893,10 @@ class Harness:
             except (OSError, ValueError) as e:
                 print(f"mgpu: rank {self.rank}: records channel: {e}", file=sys.stderr, flush=True)
                 os._exit(1)
-            self.seed = self._chan.seed  # only the channel carries it
+            self.seed = self._chan.seed  # only the channel carries it (None in a split rank)
             self._chan.learner_paths = self._learner_paths
+            self.split = self._chan.split
+            self.verifier = self._chan.verifier
         else:
             seed = os.environ.get("MGPU_SEED")
             self.seed = int(seed) & _MASK64 if seed else 0x6D677075  # fixed when standalone
@@ -821,6 +952,9 @@ class Harness:
         t = rec.pop("t")
         if t != "error":
             self._vouch(t)
+        if t == "case" and self.split and not self.verifier:
+            self.fail("driver", "record", "a rank whose outputs a verifier checks records no "
+                      "cases: the driver's check belongs behind h.verifies")
         rec = {"t": t, "rank": self.rank, **rec}
         if t == "done":
             rec["summary"] = dict(self._counts)
@@ -922,6 +1056,9 @@ class Harness:
         or gloo on CPU. Rendezvous through MASTER_ADDR/MASTER_PORT."""
         import datetime
 
+        if self.verifier:
+            self.fail("driver", "init_process_group", "the driver reached a process group in "
+                      "the verifier (it belongs behind h.computes)")
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
         kw = {}
@@ -933,7 +1070,9 @@ class Harness:
     def import_learner(self, name):
         """Imports the learner's module (its file is <name>.py on PYTHONPATH) and marks its
         file as the learner's: errors there are the learner's, and aliases of forbidden
-        functions it imports are policed."""
+        functions it imports are policed. The verifier never imports it: None there."""
+        if self.verifier:
+            return None
         self._hide()
         self._learner_names.add(name)
         # Its file is the learner's before its first line runs: top-level code is judged too.
@@ -1104,6 +1243,45 @@ class Harness:
         self._error(where, etype.__name__, msg, file, line, 1)
         self._exit(1)
 
+    # ---- the verifier (docs/protocol.md §4, "The verifier") ------------------------------
+
+    @property
+    def computes(self):
+        """True in the rank (process groups, inputs, the learner's calls, timing); False in
+        the verifier, which never imports the learner's module and never touches a GPU."""
+        return not self.verifier
+
+    @property
+    def verifies(self):
+        """True where expected values are made and cases recorded: the verifier, and a rank
+        run without one (standalone, or an exercise not split)."""
+        return self.verifier or not self.split
+
+    def hand_over(self, tag, obj):
+        """The rank sends obj (a tensor, or a JSON value such as a list of facts it measured)
+        to its verifier and returns it; the verifier returns what the rank sent under the same
+        tag, in the same order (a tensor arrives on the CPU, with its dtype and shape). Without
+        a verifier it returns obj."""
+        if not self.split:
+            return obj
+        self._counts["handed"] += 1
+        if not self.verifier:
+            parts, _keep = _pack(obj)
+            try:
+                self._chan.submit(tag, parts)
+            except OSError:
+                os._exit(1)  # the checker is gone
+            return obj
+        got = self._chan.next_output()
+        if got is None:
+            self.fail("verifier", "hand_over", f"the rank's outputs ended before it handed "
+                      f"over {tag!r}")
+        if got[0] != tag or got[1] is None:
+            self.fail("verifier", "hand_over", f"the rank handed over {got[0][:120]!r} where "
+                      f"its driver hands over {tag!r} (or sent it malformed): something other "
+                      "than the driver wrote to the outputs connection")
+        return got[1][1]
+
     # ---- data ----------------------------------------------------------------------------
 
     def exact(self, shape, rank=None, iter=0, dtype=torch.float32, device=None, salt=0):
@@ -1114,10 +1292,20 @@ class Harness:
         rank = self.rank if rank is None else rank
         device = self.device if device is None else torch.device(device)
         n = math.prod(shape)
-        key = _key32(self.seed, rank, iter, salt)
+        if self.split and not self.verifier:
+            # A split rank has the key of its own inputs only (docs/protocol.md §4).
+            if rank != self.rank:
+                self.fail("driver", "exact", f"a rank whose outputs a verifier checks knows its "
+                          f"own inputs only, not rank {rank}'s: expected values made of other "
+                          "ranks' inputs belong behind h.verifies")
+            key = _splitmix64(_splitmix64(self._chan.rank_seed ^ (iter & _MASK64))
+                              ^ (salt & _MASK64)) & _MASK32
+        else:
+            key = _key32(self.seed, rank, iter, salt)
         out = torch.empty(n, dtype=dtype, device=device)
-        for s in range(0, n, _CHUNK):
-            c = min(_CHUNK, n - s)
+        step = _chunk(device)
+        for s in range(0, n, step):
+            c = min(step, n - s)
             out[s:s + c] = _exact_chunk(s, c, key, device).to(dtype)
         return out.view(shape)
 
@@ -1478,10 +1666,11 @@ class Result:
         self.checked = n
         integer = not (got.dtype.is_floating_point or want.dtype.is_floating_point)
         poison = Harness.poison_value(got.dtype)
-        for s in range(0, n, _CHUNK):
-            g = got[s:s + _CHUNK]
-            w = want[s:s + _CHUNK]
-            t = tol[s:s + _CHUNK] if isinstance(tol, torch.Tensor) else tol
+        step = _chunk(got.device)
+        for s in range(0, n, step):
+            g = got[s:s + step]
+            w = want[s:s + step]
+            t = tol[s:s + step] if isinstance(tol, torch.Tensor) else tol
             if integer:
                 unwritten = (g == poison) & (w != poison)
                 gd, wd = g.to(torch.float64), w.to(torch.float64)

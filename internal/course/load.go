@@ -455,9 +455,6 @@ func (v *exerciseCheck) checkBuild() {
 	if v.e.Build.RDC && v.e.Kind != "cuda" {
 		v.errAt(v.at("build", "rdc"), "rdc needs kind cuda")
 	}
-	if v.e.Verifier && v.e.Kind != "cuda" && v.e.Kind != "c" {
-		v.errAt(v.key("verifier"), "verifier applies to cuda and c exercises only")
-	}
 }
 
 func (v *exerciseCheck) checkLaunch() {

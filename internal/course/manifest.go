@@ -29,7 +29,8 @@ type Manifest struct {
 	// Verifier splits the check in two processes per rank (docs/protocol.md §4, "The
 	// verifier"): the rank program computes and hands its outputs over; a verifier built from
 	// the driver alone (-DMGPU_VERIFIER), which alone knows the run's seed, makes the expected
-	// values and records the cases. c and cuda exercises.
+	// values and records the cases. Python drivers run as the verifier without the learner's
+	// module.
 	Verifier bool `yaml:"verifier"`
 
 	Build    Build          `yaml:"build"`

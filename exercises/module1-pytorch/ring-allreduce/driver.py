@@ -17,6 +17,9 @@ once): the sum then came from a collective through a route that is not policed.
 Performance (GPU): busbw of ring_all_reduce against dist.all_reduce on the same size, ABAB.
 Then "after-timing": new data in the timed tensor, one more call, checked, so a ring that stops
 working after its first calls (when timed) fails.
+
+The checks are made by each rank's verifier, a second process that runs this file without the
+learner's module (docs/protocol.md §4, "The verifier").
 """
 import sys
 
@@ -25,8 +28,13 @@ import torch.distributed as dist
 import mgpu_harness
 
 h = mgpu_harness.init(default_cases={"tiny": 5, "one": 1, "odd": 100003, "sub-odd": 100003})
-learner = h.import_learner("ring")
-h.init_process_group()
+learner = h.import_learner("ring")  # None in the verifier
+if h.computes:
+    h.init_process_group()
+
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank calls the ring and hands
+# over the tensor and the bytes its sends carried; its verifier, which never loads the learner's
+# module and alone knows the other ranks' inputs, makes the sums and records the cases.
 
 # "sub-" cases: ranks 1..world-1 form one group, so that group rank r is job rank r+1; rank 0
 # forms a group of its own (with 2 ranks, two groups of one), where the sum over the group is
@@ -34,32 +42,43 @@ h.init_process_group()
 send_routes = ["ProcessGroup.send", "Backend.send"]
 
 sub_ranks = list(range(1, h.world)) if h.world > 1 else [0]
-groups = [(dist.new_group(sub_ranks), sub_ranks)]
-if h.world > 1:
-    groups.append((dist.new_group([0]), [0]))
+groups = [(None, sub_ranks)]
+if h.computes:
+    groups = [(dist.new_group(sub_ranks), sub_ranks)]
+    if h.world > 1:
+        groups.append((dist.new_group([0]), [0]))
+elif h.world > 1:
+    groups.append((None, [0]))
 
 for name, n in h.cases.items():
     if name.startswith("sub-"):
         group, ranks = next((g, r) for g, r in groups if h.rank in r)
+        grouped = True
     else:
-        group, ranks = None, list(range(h.world))
+        group, ranks, grouped = None, list(range(h.world)), False
     result = None
     for it in range(2):
-        t = h.exact(n, iter=it)
-        want = h.exact_sum(n, iter=it, ranks=ranks)
-        with h.count_calls(send_routes) as sends, h.forbid():
-            learner.ring_all_reduce(t, group)
+        t = sent = None
+        if h.computes:
+            t = h.exact(n, iter=it)
+            with h.count_calls(send_routes) as sends, h.forbid():
+                learner.ring_all_reduce(t, group)
+            sent = sum(x.numel() * x.element_size() for c in sends for x in c.arg(1, "tensors"))
+        t = h.hand_over(f"{name}/{it}/t", t)
+        sent = h.hand_over(f"{name}/{it}/sent", sent)
+        if not h.verifies:
+            continue
+        want = h.exact_sum(n, iter=it, ranks=ranks, device=t.device)
         r = h.compare(t, want)
         p = len(ranks)
         where = f"{p} ranks, {n} elements, iteration {it}"
-        if group is not None and p > 1:
+        if grouped and p > 1:
             where += (f" (the group of job ranks {ranks[0]}..{ranks[-1]}: inside it they are "
                       f"numbered 0..{p - 1}, so use dist.get_rank(group) and group_peer=/"
                       "group_dst=/group_src=, or dist.get_global_rank(group, r) where an API "
                       "wants a job rank)")
         if not r.ok():
             r.msg_parts.append(where)
-        sent = sum(x.numel() * x.element_size() for c in sends for x in c.arg(1, "tensors"))
         ring = 2 * (p - 1) * -(-n // p) * t.element_size()
         if sent > ring:
             r.forced = True  # the values may be right: the case fails on what was sent
@@ -80,7 +99,8 @@ for name, n in h.cases.items():
         # collective calls whatever its own results.
         if result is None or result.ok():
             result = r
-    h.record(name, result)
+    if h.verifies:
+        h.record(name, result)
 
 AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
                 "result: every call must do the whole work, repeated calls with the same "
@@ -88,20 +108,26 @@ AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers
 
 if h.timing:
     for pi, (name, n) in enumerate(h.perf_cases.items()):
-        buf_y = h.exact(n, iter=100)
-        buf_b = buf_y.clone()
-        all_reduce = h.real("torch.distributed.all_reduce")
-        h.time_pair(name, bytes=n * 4, factor=2 * (h.world - 1) / h.world, metric="busbw",
-                    yours=lambda i: learner.ring_all_reduce(buf_y, None),
-                    baseline=lambda i: all_reduce(buf_b))
-        # The timed calls summed buf_y over and over (its values are past checking): new data
-        # in the same tensor, one more call as the timed ones made, checked element by element.
-        buf_y.copy_(h.exact(n, iter=200 + pi))
-        with h.forbid():
-            learner.ring_all_reduce(buf_y, None)
-        h.check_equal("after-timing", buf_y, h.exact_sum(n, iter=200 + pi),
-                      msg=f"performance case {name}, {n} elements: {AFTER_TIMING}")
-else:
+        buf_y = None
+        if h.computes:
+            buf_y = h.exact(n, iter=100)
+            buf_b = buf_y.clone()
+            all_reduce = h.real("torch.distributed.all_reduce")
+            h.time_pair(name, bytes=n * 4, factor=2 * (h.world - 1) / h.world, metric="busbw",
+                        yours=lambda i: learner.ring_all_reduce(buf_y, None),
+                        baseline=lambda i: all_reduce(buf_b))
+            # The timed calls summed buf_y over and over (its values are past checking): new
+            # data in the same tensor, one more call as the timed ones made, checked element
+            # by element.
+            buf_y.copy_(h.exact(n, iter=200 + pi))
+            with h.forbid():
+                learner.ring_all_reduce(buf_y, None)
+        buf_y = h.hand_over(f"after-timing/{name}", buf_y)
+        if h.verifies:
+            h.check_equal("after-timing", buf_y,
+                          h.exact_sum(n, iter=200 + pi, device=buf_y.device),
+                          msg=f"performance case {name}, {n} elements: {AFTER_TIMING}")
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())

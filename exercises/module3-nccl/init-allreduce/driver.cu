@@ -10,6 +10,10 @@
  *
  * Results are read back on the stream the learner was given, so work that the learner leaves
  * on another stream, unordered, shows up as unwritten (poisoned) or wrong elements.
+ *
+ * The comparisons are each rank's verifier's (`verifier: true`, docs/protocol.md §4): the rank
+ * hands over recv and what it found of the communicator, never knowing the other ranks'
+ * inputs or the sum.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,14 +38,20 @@ static void host_sum(float *want, uint64_t seed, int world, int iter, long long 
   }
 }
 
-/* Reads `got` back on `stream` (after whatever the learner enqueued there) and compares every
- * element with want, tolerance 0. */
-static void compare_on_stream(mgpu_result *r, const mgpu_buf *got, const float *want,
-                              long long n, float *host, cudaStream_t stream) {
+/* The rank reads `got` back on `stream` (after whatever the learner enqueued there) and hands
+ * it over; where the check is made, every element is compared with the sum of every rank's
+ * inputs of iteration `iter`, tolerance 0. */
+static void compare_on_stream(mgpu_ctx *ctx, mgpu_result *r, const mgpu_buf *got, int iter,
+                              const char *tag, long long n, float *host, float *want,
+                              cudaStream_t stream) {
   long long i;
-  MGPU_CUDA(cudaMemcpyAsync(host, got->ptr, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
-                            stream));
-  MGPU_CUDA(cudaStreamSynchronize(stream));
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMemcpyAsync(host, got->ptr, (size_t)n * sizeof(float),
+                              cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+  }
+  if (!mgpu_hand_over(ctx, tag, host, (size_t)n * sizeof(float))) return;
+  host_sum(want, ctx->seed, ctx->world, iter, n);
   for (i = 0; i < n; i++) mgpu_result_add(r, i, host[i], want[i], 0.0);
 }
 
@@ -75,63 +85,90 @@ static int comm_matches(ncclComm_t comm, const mgpu_ctx *ctx, char *msg, size_t 
   return 1;
 }
 
-static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm,
-                     cudaStream_t stream) {
+static void run_case(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStream_t stream) {
   const long long n = c->n;
   const int inplace = strncmp(c->name, "inplace", 7) == 0;
   const size_t bytes = (size_t)n * sizeof(float);
   mgpu_result r;
   mgpu_buf send, recv;
-  float *want, *host;
+  float *want = NULL, *host;
+  long long hits = 0;
+  char tag[128];
   int iter;
 
   mgpu_result_init(&r, n);
-  send = mgpu_alloc(bytes, ctx->device);
-  recv = inplace ? send : mgpu_alloc(bytes, ctx->device);
-  want = (float *)malloc(bytes);
-  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  MGPU_CUDA(cudaMallocHost((void **)&host, bytes));
+  memset(&send, 0, sizeof send);
+  memset(&recv, 0, sizeof recv);
+  if (mgpu_computes(ctx)) {
+    send = mgpu_alloc(bytes, ctx->device);
+    recv = inplace ? send : mgpu_alloc(bytes, ctx->device);
+    MGPU_CUDA(cudaMallocHost((void **)&host, bytes));
+  } else {
+    host = (float *)malloc(bytes);
+  }
+  if (mgpu_verifies(ctx)) want = (float *)malloc(bytes);
+  if (!host || (mgpu_verifies(ctx) && !want))
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
 
   for (iter = 0; iter < kIterations; iter++) {
-    if (!inplace) mgpu_poison(&recv, stream);
-    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank, iter, stream);
-    allreduce_sum(comm, (const float *)send.ptr, (float *)recv.ptr, (size_t)n, stream);
-    host_sum(want, ctx->seed, ctx->world, iter, n);
-    compare_on_stream(&r, &recv, want, n, host, stream);
+    if (mgpu_computes(ctx)) {
+      if (!inplace) mgpu_poison(&recv, stream);
+      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank, iter, stream);
+      MGPU_LEARNER(allreduce_sum(comm, (const float *)send.ptr, (float *)recv.ptr, (size_t)n,
+                                 stream));
+    }
+    snprintf(tag, sizeof tag, "%s/%d/recv", c->name, iter);
+    compare_on_stream(ctx, &r, &recv, iter, tag, n, host, want, stream);
   }
-  r.guard_hits = mgpu_guard_hits(&send) + (inplace ? 0 : mgpu_guard_hits(&recv));
-  if (r.bad || r.unwritten)
-    snprintf(r.msg, sizeof r.msg,
-             "%s all-reduce of %lld floats over %d ranks, %d iterations with different inputs: "
-             "recv must hold the sum of every rank's send",
-             inplace ? "in-place" : "out-of-place", n, ctx->world, kIterations);
-  mgpu_record_case(c->name, &r, 0);
+  if (mgpu_computes(ctx))
+    hits = mgpu_guard_hits(&send) + (inplace ? 0 : mgpu_guard_hits(&recv));
+  snprintf(tag, sizeof tag, "%s/guards", c->name);
+  if (mgpu_hand_over(ctx, tag, &hits, sizeof hits)) {
+    r.guard_hits = hits;
+    if (r.bad || r.unwritten)
+      snprintf(r.msg, sizeof r.msg,
+               "%s all-reduce of %lld floats over %d ranks, %d iterations with different "
+               "inputs: recv must hold the sum of every rank's send",
+               inplace ? "in-place" : "out-of-place", n, ctx->world, kIterations);
+    mgpu_record_case(c->name, &r, 0);
+  }
 
-  MGPU_CUDA(cudaFreeHost(host));
   free(want);
-  if (!inplace) mgpu_free(&recv);
-  mgpu_free(&send);
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFreeHost(host));
+    if (!inplace) mgpu_free(&recv);
+    mgpu_free(&send);
+  } else {
+    free(host);
+  }
 }
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  cudaStream_t stream;
+  cudaStream_t stream = NULL;
   ncclUniqueId id;
-  ncclComm_t comm;
+  ncclComm_t comm = NULL;
   char problem[sizeof(((mgpu_result *)0)->msg)];
-  int usable, k;
+  int usable = 1, k;
 
   mgpu_init(&ctx, argc, argv);
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-
-  mgpu_nccl_unique_id(&ctx, &id);
-  comm = make_comm(ctx.rank, ctx.world, &id);
-  usable = comm_matches(comm, &ctx, problem, sizeof problem);
-  if (!usable) mgpu_note("%s", problem);
+  problem[0] = 0;
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    mgpu_nccl_unique_id(&ctx, &id);
+    MGPU_LEARNER(comm = make_comm(ctx.rank, ctx.world, &id));
+    usable = comm_matches(comm, &ctx, problem, sizeof problem);
+    if (!usable) mgpu_note("%s", problem);
+  }
+  /* Whether the learner's communicator is usable, and why not, is the rank's to see. */
+  mgpu_hand_over(&ctx, "comm/usable", &usable, sizeof usable);
+  mgpu_hand_over(&ctx, "comm/problem", problem, sizeof problem);
+  problem[sizeof problem - 1] = 0;
 
   for (k = 0; k < ctx.ncases; k++) {
     if (!usable) {
       mgpu_result r;
+      if (!mgpu_verifies(&ctx)) continue;
       mgpu_result_init(&r, ctx.cases[k].n);
       snprintf(r.msg, sizeof r.msg, "%s", problem);
       mgpu_record_case(ctx.cases[k].name, &r, 1);
@@ -140,7 +177,9 @@ int main(int argc, char **argv) {
     run_case(&ctx, &ctx.cases[k], comm, stream);
   }
 
-  if (comm != NULL) MGPU_NCCL(ncclCommDestroy(comm));
-  MGPU_CUDA(cudaStreamDestroy(stream));
+  if (mgpu_computes(&ctx)) {
+    if (comm != NULL) MGPU_NCCL(ncclCommDestroy(comm));
+    MGPU_CUDA(cudaStreamDestroy(stream));
+  }
   return mgpu_finish(&ctx);
 }
