@@ -46,6 +46,17 @@ int main(int argc, char **argv) {
     mgpu_fail(mgpu_where_for(__FILE__), "learner_function(x)", __FILE__, 42, 7,
               "it went \"wrong\"");
   }
+  if (strcmp(mode, "split") == 0) {
+    /* A rank whose outputs a verifier checks (split_test.go): its own input, one hand-over,
+     * then another rank's inputs, which it must not be able to make. */
+    double v = 42.0;
+    mgpu_note("seed=%llu own=%g computes=%d verifies=%d", (unsigned long long)ctx.seed,
+              (double)mgpu_exact_value(ctx.seed, ctx.rank, 3, 5), mgpu_computes(&ctx),
+              mgpu_verifies(&ctx));
+    mgpu_note("handed=%d", mgpu_hand_over(&ctx, "t/0", &v, sizeof v));
+    mgpu_note("other=%g", (double)mgpu_exact_value(ctx.seed, ctx.rank + 1, 3, 5));
+    return mgpu_finish(&ctx);
+  }
   if (strcmp(mode, "barrier-only") == 0) {
     mgpu_barrier(&ctx, "lonely");
     return mgpu_finish(&ctx);

@@ -1,6 +1,7 @@
 package course
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -336,6 +337,12 @@ func (v *exerciseCheck) check() {
 		v.errAt(v.at("driver"), "driver %q: %s", m.Driver, hiddenMsg)
 	case !v.exists(m.Driver):
 		v.errAt(v.at("driver"), "driver file %s does not exist", path.Join(e.Dir, m.Driver))
+	case m.Verifier:
+		// A split driver hands the rank's outputs to its verifier (docs/protocol.md §4); one that
+		// never does leaves the verifier nothing to check.
+		if b, err := fs.ReadFile(v.ld.fsys, path.Join(e.Dir, m.Driver)); err == nil && !bytes.Contains(b, []byte("hand_over(")) {
+			v.errAt(v.key("verifier"), "verifier: true, but the driver %s never hands an output over (mgpu_hand_over / h.hand_over): nothing would reach the verifier", path.Join(e.Dir, m.Driver))
+		}
 	}
 	for i, s := range m.Support {
 		inShared := strings.HasPrefix(s, "../"+SharedDir+"/") && fs.ValidPath(strings.TrimPrefix(s, "../"))

@@ -1,0 +1,225 @@
+package csrc
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeSplitChecker is the checker's side of a split rank's handshake (docs/protocol.md §4, "The
+// verifier"), without the signatures: it answers hello with the rank's own input key instead of
+// the seed, accepts the outputs connection, and keeps what arrived on both.
+type fakeSplitChecker struct {
+	ln      *net.UnixListener
+	addr    string
+	mu      sync.Mutex
+	records []map[string]any
+	outputs []byte
+	wg      sync.WaitGroup
+}
+
+func mix(x uint64) uint64 { return mix64(x) }
+
+func startFakeSplitChecker(t *testing.T, seed uint64, rank int, py bool) *fakeSplitChecker {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mgpu-split-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr := filepath.Join(dir, "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: addr, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSplitChecker{ln: ln, addr: addr}
+	rs, ps := mix(mix(seed^0x6578616374000000)^uint64(rank)), mix(seed^0x7061747465726e00)
+	if py {
+		rs, ps = mix(mix(seed)^uint64(rank)), 0
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				hello, _ := br.ReadString('\n')
+				switch strings.Fields(hello)[0] {
+				case "hello":
+					fmt.Fprintf(conn, "ok %s split %d %d\n", strings.Repeat("00", 32), rs, ps)
+					for {
+						line, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						_, body, _ := strings.Cut(strings.TrimSpace(line), " ")
+						var r map[string]any
+						if json.Unmarshal([]byte(body), &r) == nil {
+							f.mu.Lock()
+							f.records = append(f.records, r)
+							f.mu.Unlock()
+						}
+					}
+				case "submit":
+					io.WriteString(conn, "ok\n")
+					b, _ := io.ReadAll(br)
+					f.mu.Lock()
+					f.outputs = append(f.outputs, b...)
+					f.mu.Unlock()
+				}
+			}()
+		}
+	}()
+	return f
+}
+
+func (f *fakeSplitChecker) stop() {
+	f.ln.Close()
+	f.wg.Wait()
+}
+
+// checkSplitRank runs what both harnesses must do in a split rank: make its own inputs from
+// the key it was sent (the same values as from the seed), send its outputs, and refuse to make
+// another rank's inputs, with a driver error that says why.
+func checkSplitRank(t *testing.T, f *fakeSplitChecker, seed uint64, code int, want []string) {
+	t.Helper()
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (the other rank's inputs must be refused)", code)
+	}
+	var all []string
+	var last map[string]any
+	for _, r := range f.records {
+		b, _ := json.Marshal(r)
+		all = append(all, string(b))
+		last = r
+	}
+	joined := strings.Join(all, "\n")
+	for _, w := range want {
+		if !strings.Contains(joined, w) {
+			t.Errorf("records lack %q:\n%s", w, joined)
+		}
+	}
+	if last == nil || last["t"] != "error" || last["where"] != "driver" ||
+		!strings.Contains(fmt.Sprint(last["msg"]), "own inputs only") {
+		t.Errorf("last record %v, want the driver error refusing another rank's inputs", last)
+	}
+	if strings.Contains(joined, "seed="+strconv.FormatUint(seed, 10)) {
+		t.Errorf("the split rank knows the seed:\n%s", joined)
+	}
+	if !strings.HasPrefix(string(f.outputs), "t/0 ") {
+		t.Errorf("outputs connection got %q, want the hand-over t/0", f.outputs)
+	}
+}
+
+func TestSplitRankC(t *testing.T) {
+	bin := buildCPUDriver(t)
+	const seed, rank = uint64(987654321), 1
+	f := startFakeSplitChecker(t, seed, rank, false)
+	cmd := exec.Command(bin, "split")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(baseEnv(), "MGPU_RECORDS=unix:"+f.addr, "MGPU_RANK=1", "MGPU_WORLD_SIZE=2",
+		"MGPU_RUN_DIR="+cmd.Dir)
+	err := cmd.Run()
+	f.stop()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	own := exactValue(seed, rank, 3, 5)
+	checkSplitRank(t, f, seed, code, []string{
+		fmt.Sprintf("own=%g computes=1 verifies=0", own), "seed=0", "handed=0",
+	})
+	if want := "t/0 8\n"; !strings.HasPrefix(string(f.outputs), want) || len(f.outputs) != len(want)+8 {
+		t.Errorf("outputs %q, want %q and 8 bytes", f.outputs, want)
+	}
+}
+
+const splitPyDriver = `
+import sys, torch, mgpu_harness
+h = mgpu_harness.init(default_cases={"a": 4})
+own = h.exact(6, iter=3)[5].item()
+h.note(f"own={own:g} computes={h.computes} verifies={h.verifies} seed={h.seed}")
+h.hand_over("t/0", torch.arange(4, dtype=torch.float32))
+if sys.argv[1] == "case":
+    h.record_case("a", True)
+h.note("other=%g" % h.exact(6, rank=0, iter=3)[5].item())
+sys.exit(h.finish())
+`
+
+func TestSplitRankPython(t *testing.T) {
+	py, err := filepath.Abs(torchPython(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "drv.py"), []byte(splitPyDriver), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const seed, rank = uint64(123456789), 1
+	pyDir, _ := filepath.Abs("python")
+	env := append(baseEnv(), "MGPU_RANK=1", "MGPU_WORLD_SIZE=2", "MGPU_RUN_DIR="+dir,
+		"PYTHONPATH="+pyDir, "CUDA_VISIBLE_DEVICES=", "PYTHONDONTWRITEBYTECODE=1")
+	// The value rank 1's input has at (iter 3, index 5), made from the seed itself.
+	cmd := exec.Command(py, "-c", fmt.Sprintf("import mgpu_harness as m; print('%%g' %% m._exact_chunk(5, 1, m._key32(%d, %d, 3), 'cpu')[0].item())", seed, rank))
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimSpace(string(out))
+	for _, mode := range []string{"other", "case"} {
+		t.Run(mode, func(t *testing.T) {
+			f := startFakeSplitChecker(t, seed, rank, true)
+			cmd := exec.Command(py, filepath.Join(dir, "drv.py"), mode)
+			cmd.Dir = dir
+			cmd.Env = append(env, "MGPU_RECORDS=unix:"+f.addr)
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("the Python rank did not end within 60 s")
+			}
+			f.stop()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			if !strings.HasPrefix(string(f.outputs), "t/0 ") || !strings.Contains(string(f.outputs), `"dtype": "float32"`) {
+				t.Errorf("outputs connection got %q", f.outputs)
+			}
+			if mode == "other" {
+				checkSplitRank(t, f, seed, code, []string{
+					"own=" + want + " computes=True verifies=False seed=None"})
+				return
+			}
+			// A case record is the verifier's.
+			last := f.records[len(f.records)-1]
+			if code != 1 || last["where"] != "driver" || !strings.Contains(fmt.Sprint(last["msg"]), "records no cases") {
+				t.Errorf("exit %d, last record %v: want the driver error refusing a case record", code, last)
+			}
+		})
+	}
+}
