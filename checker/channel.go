@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +55,9 @@ type recordServer struct {
 	vpids      map[int]int          // the verifier process the checker started, by rank
 	vconns     map[int]*net.UnixConn
 	submits    map[int]bool
-	ended      bool // the ranks have ended (ranksEnded)
+	subconns   map[int]*net.UnixConn // the ranks' outputs connections ("drained" goes back on them)
+	vgone      map[int]bool          // verifiers whose connection ended
+	ended      bool                  // the ranks have ended (ranksEnded)
 	intrusions []string
 	conns      map[net.Conn]bool
 	wg         sync.WaitGroup
@@ -94,7 +97,8 @@ func newRecordServer(nranks int, seed uint64, split bool) (*recordServer, error)
 	}
 	s := &recordServer{ln: ln, dir: dir, seed: seed, nranks: nranks, split: split,
 		ranks: map[int]*rankChannel{}, conns: map[net.Conn]bool{},
-		verifiers: map[int]*rankChannel{}, vpids: map[int]int{}, vconns: map[int]*net.UnixConn{}, submits: map[int]bool{}}
+		verifiers: map[int]*rankChannel{}, vpids: map[int]int{}, vconns: map[int]*net.UnixConn{}, submits: map[int]bool{},
+		subconns: map[int]*net.UnixConn{}, vgone: map[int]bool{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -225,7 +229,42 @@ func (s *recordServer) serve(conn *net.UnixConn) {
 		}
 		s.mu.Unlock()
 	}
-	s.readRecords(br, rc, key[:])
+	var onRecord func([]byte)
+	if verb == "verify" {
+		onRecord = func(body []byte) { s.verifierSaid(rank, body) }
+		defer s.verifierGone(rank)
+	}
+	s.readRecords(br, rc, key[:], onRecord)
+}
+
+// drainedRecord is what a verifier writes when it has checked every output its rank handed
+// over before the rank's "!drain" (the rank is about to time: docs/protocol.md §4).
+var drainedRecord = regexp.MustCompile(`^\{"t": ?"drained"[,}]`)
+
+// verifierSaid passes a verifier's "drained" on to its rank, which waits for it on its outputs
+// connection before timing.
+func (s *recordServer) verifierSaid(rank int, body []byte) {
+	if !drainedRecord.Match(body) {
+		return
+	}
+	s.mu.Lock()
+	c := s.subconns[rank]
+	s.mu.Unlock()
+	if c != nil {
+		io.WriteString(c, "drained\n")
+	}
+}
+
+// verifierGone ends the rank's wait for answers: a rank waiting to be told its verifier caught
+// up reads the end of the stream instead, and goes on.
+func (s *recordServer) verifierGone(rank int) {
+	s.mu.Lock()
+	c := s.subconns[rank]
+	s.vgone[rank] = true
+	s.mu.Unlock()
+	if c != nil {
+		c.CloseWrite()
+	}
 }
 
 // mix64 is the harness's mixing function (docs/harness.md, "Exact data").
@@ -312,6 +351,13 @@ func (s *recordServer) serveSubmit(conn *net.UnixConn, br *bufio.Reader, rank, p
 	if _, err := io.WriteString(conn, "ok\n"); err != nil {
 		return
 	}
+	s.mu.Lock()
+	s.subconns[rank] = conn
+	gone := s.vgone[rank]
+	s.mu.Unlock()
+	if gone {
+		conn.CloseWrite()
+	}
 	var v *net.UnixConn
 	deadline := time.Now().Add(3 * helloTimeout)
 	for v == nil && time.Now().Before(deadline) {
@@ -332,7 +378,7 @@ func (s *recordServer) serveSubmit(conn *net.UnixConn, br *bufio.Reader, rank, p
 }
 
 // readRecords verifies and keeps records until the connection ends or one fails.
-func (s *recordServer) readRecords(br *bufio.Reader, rc *rankChannel, key []byte) {
+func (s *recordServer) readRecords(br *bufio.Reader, rc *rankChannel, key []byte, onRecord func([]byte)) {
 	mac := hmac.New(sha256.New, key)
 	var want [sha256.Size]byte
 	for seq := 1; ; seq++ {
@@ -365,6 +411,9 @@ func (s *recordServer) readRecords(br *bufio.Reader, rc *rankChannel, key []byte
 		if rc.buf.Len()+len(body)+1 > maxChannelBytes {
 			rc.Overflow = true
 			break
+		}
+		if onRecord != nil {
+			onRecord(body)
 		}
 		rc.buf.Write(body)
 		rc.buf.WriteByte('\n')

@@ -229,6 +229,8 @@ func (rr *rankRecords) add(rec *record) error {
 		rr.Values = append(rr.Values, *rec)
 	case "note":
 		rr.Notes = append(rr.Notes, rec.Msg)
+	case "drained":
+		// A verifier caught up with its rank before the rank timed (docs/protocol.md §4).
 	case "error":
 		rr.Errors = append(rr.Errors, *rec)
 	case "done":

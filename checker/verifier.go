@@ -48,12 +48,16 @@ func (k *check) startVerifiers(prog *program, nranks int, dir string, env []stri
 			"MGPU_LOCAL_RANK="+strconv.Itoa(r),
 			"MGPU_LOCAL_WORLD_SIZE="+strconv.Itoa(nranks),
 			"MGPU_RUN_DIR="+dir,
-			// A verifier never needs a GPU; a driver that reaches for one there fails clearly.
-			"CUDA_VISIBLE_DEVICES=",
 			// Its CPU threads wait asleep, not spinning, between steps: a spinning pool beside
 			// the rank's slowed a verifier on a 2-core machine several times over.
 			"OMP_WAIT_POLICY=PASSIVE",
 		)
+		if k.e.Kind != "python" {
+			// A C or CUDA verifier never needs a GPU; a driver that reaches for one there
+			// fails clearly. A Python verifier compares on its rank's GPU, and the rank waits
+			// for it to catch up before it times anything (docs/protocol.md §4).
+			cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES=")
+		}
 		cmd.Env = append(cmd.Env, prog.verifierEnv...)
 		logPath := filepath.Join(dir, fmt.Sprintf("verifier-%d.log", r))
 		lf, err := os.Create(logPath)
@@ -85,7 +89,7 @@ func verifierBaseEnv(env []string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
 		case strings.HasPrefix(k, "MGPU_"), strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI_"),
-			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE", k == "CUDA_VISIBLE_DEVICES":
+			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE":
 			continue
 		}
 		out = append(out, kv)

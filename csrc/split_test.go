@@ -79,10 +79,23 @@ func startFakeSplitChecker(t *testing.T, seed uint64, rank int, py bool) *fakeSp
 					}
 				case "submit":
 					io.WriteString(conn, "ok\n")
-					b, _ := io.ReadAll(br)
-					f.mu.Lock()
-					f.outputs = append(f.outputs, b...)
-					f.mu.Unlock()
+					for {
+						head, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if head == "!drain 0\n" { // the verifier has caught up
+							io.WriteString(conn, "drained\n")
+							continue
+						}
+						i := strings.LastIndexByte(strings.TrimSpace(head), ' ')
+						n, _ := strconv.Atoi(strings.TrimSpace(head)[i+1:])
+						body := make([]byte, n)
+						io.ReadFull(br, body)
+						f.mu.Lock()
+						f.outputs = append(append(f.outputs, head...), body...)
+						f.mu.Unlock()
+					}
 				}
 			}()
 		}
@@ -157,6 +170,7 @@ h = mgpu_harness.init(default_cases={"a": 4})
 own = h.exact(6, iter=3)[5].item()
 h.note(f"own={own:g} computes={h.computes} verifies={h.verifies} seed={h.seed}")
 h.hand_over("t/0", torch.arange(4, dtype=torch.float32))
+h.note(f"drain={h._chan.drain(timeout_s=10)}")
 if sys.argv[1] == "case":
     h.record_case("a", True)
 h.note("other=%g" % h.exact(6, rank=0, iter=3)[5].item())
@@ -212,7 +226,7 @@ func TestSplitRankPython(t *testing.T) {
 			}
 			if mode == "other" {
 				checkSplitRank(t, f, seed, code, []string{
-					"own=" + want + " computes=True verifies=False seed=None"})
+					"own=" + want + " computes=True verifies=False seed=None", "drain=True"})
 				return
 			}
 			// A case record is the verifier's.

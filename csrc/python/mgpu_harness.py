@@ -145,6 +145,26 @@ class _Channel:
             if len(p):
                 self._sub.sendall(p)
 
+    def drain(self, timeout_s=120.0):
+        """A split rank, before it times anything: asks that its verifier finish every output
+        sent so far, and waits for the answer, so that the verifier's work (on this GPU) never
+        runs beside timed calls. False when no answer came (the verifier is gone, or slow):
+        timing goes on, and the verifier's failure is reported by itself."""
+        try:
+            self._sub.sendall(b"!drain 0\n")
+            self._sub.settimeout(timeout_s)
+            got = b""
+            while not got.endswith(b"\n"):
+                chunk = self._sub.recv(64)
+                if not chunk:
+                    return False
+                got += chunk
+            return got == b"drained\n"
+        except OSError:
+            return False
+        finally:
+            self._sub.settimeout(None)
+
     def next_output(self):
         """The verifier: the rank's next output as (tag, object), an object being a CPU tensor
         (its bytes read straight into its memory) or a JSON value; None at the end of the
@@ -152,6 +172,8 @@ class _Channel:
         head = self._line()
         if head is None:
             return None
+        if head == "!drain 0":
+            return ("!drain", None)
         tag, _, size = head.rpartition(" ")
         if not tag or not size.isdigit():
             return (head, None)
@@ -1041,6 +1063,19 @@ class Harness:
         sure no peer still needs this rank for a collective."""
         if self._violated:
             self._exit(1)
+        if self.verifier:
+            # The rank may still ask the verifier to catch up (it times after its last output):
+            # answer until its stream ends. Any output past the driver's last is not the
+            # driver's.
+            while True:
+                got = self._chan.next_output()
+                if got is None:
+                    break
+                if got[0] != "!drain":
+                    self.fail("verifier", "finish", f"the rank handed over {got[0][:120]!r} "
+                              "after its driver's last output: something other than the "
+                              "driver wrote to the outputs connection")
+                self._write({"t": "drained"})
         if dist.is_available() and dist.is_initialized() and self.world > 1:
             self.real("torch.distributed.barrier")()
             if self.on_gpu:
@@ -1273,6 +1308,12 @@ class Harness:
                 os._exit(1)  # the checker is gone
             return obj
         got = self._chan.next_output()
+        while got is not None and got[0] == "!drain":
+            # The rank is about to time: everything before this point is checked; say so.
+            if self.on_gpu:
+                torch.cuda.synchronize()
+            self._write({"t": "drained"})
+            got = self._chan.next_output()
         if got is None:
             self.fail("verifier", "hand_over", f"the rank's outputs ended before it handed "
                       f"over {tag!r}")
@@ -1280,7 +1321,17 @@ class Harness:
             self.fail("verifier", "hand_over", f"the rank handed over {got[0][:120]!r} where "
                       f"its driver hands over {tag!r} (or sent it malformed): something other "
                       "than the driver wrote to the outputs connection")
-        return got[1][1]
+        obj = got[1][1]
+        if isinstance(obj, torch.Tensor) and self.on_gpu:
+            obj = obj.to(self.device)  # the verifier compares on its rank's GPU
+        return obj
+
+    def _drain(self):
+        """Before timing in a split rank: the verifier catches up first (docs/protocol.md §4)."""
+        if self.split and not self.verifier and self._chan is not None:
+            if not self._chan.drain():
+                self.note("the verifier did not confirm it had caught up before timing; the "
+                          "timed samples may share the GPU with its checks")
 
     # ---- data ----------------------------------------------------------------------------
 
@@ -1461,6 +1512,7 @@ class Harness:
         behind a sleep of the stream longer than the host takes to queue them (as time_pair's
         gated samples), so the figure leaves out the host's launch cost. Every rank must call
         it: it meets the others. GPU only."""
+        self._drain()
         for _ in range(2):
             fn()
         gate = 0
@@ -1552,6 +1604,7 @@ class Harness:
         lists, or None when timing is off."""
         if not self.timing:
             return None
+        self._drain()
         gate = {"yours": 0.0, "baseline": 0.0}
 
         def sample(who, fn, n, start):

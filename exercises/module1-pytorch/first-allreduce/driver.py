@@ -94,10 +94,9 @@ for name, n in h.cases.items():
         ret_new = h.hand_over(tag + "/ret", ret_new)
         if not h.verifies:
             continue
-        x = (h.exact(n, iter=it, device="cpu") + half) * h.world
-        want = h.exact_sum(n, iter=it, device="cpu") + 0.5  # the sum over ranks of x / world
-        total = want * h.world                             # the sum over ranks, exact
-        mem = mem.to("cpu")
+        x = (h.exact(n, iter=it, device=mem.device) + half) * h.world
+        want = h.exact_sum(n, iter=it, device=mem.device) + 0.5  # sum over ranks of x / world
+        total = want * h.world                                  # the sum over ranks, exact
         r = h.compare(mem, want)
         if result is None or result.ok():
             result = r
@@ -105,13 +104,13 @@ for name, n in h.cases.items():
             continue
         hint = f"{h.world} ranks, iteration {it}"
         if isinstance(t_moved, torch.Tensor) and t_moved.shape == want.shape \
-                and h.compare(t_moved.to("cpu"), want).ok():
+                and h.compare(t_moved.to(want.device), want).ok():
             hint += ("; the tensor object holds the mean, but in new memory: t.data = ... or "
                      "t.set_(...) swaps its storage, so the memory the caller gave you (a "
                      "gradient bucket, a parameter's .grad) never sees the result: write into "
                      "it, e.g. t.div_(n)")
         elif isinstance(ret_new, torch.Tensor) and ret_new.shape == want.shape \
-                and h.compare(ret_new.to("cpu"), want).ok():
+                and h.compare(ret_new.to(want.device), want).ok():
             hint += ("; average() returned the right mean in a new tensor, but the tensor it "
                      "was given does not hold it: work in place (all_reduce writes into its "
                      "argument; use t.div_(n) rather than t = t / n)")
