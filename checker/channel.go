@@ -372,6 +372,8 @@ func (s *recordServer) serveSubmit(conn *net.UnixConn, br *bufio.Reader, rank, p
 		if _, err := io.Copy(v, br); err == nil {
 			v.CloseWrite()
 		}
+	} else {
+		conn.CloseWrite() // no verifier: a rank waiting for one to catch up reads the end
 	}
 	// Whatever the verifier no longer takes is read and dropped, so the rank never blocks.
 	io.Copy(io.Discard, br)

@@ -245,13 +245,24 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 		// The warm interpreter that forked the ranks died under them: how they ended is
 		// unknown, so this run proves nothing. Run it again with fresh interpreters, a fresh
 		// channel and fresh keys (docs/runtime.md).
-		if srv, err = newRecordServer(nranks, seed, false); err != nil {
+		if srv, err = newRecordServer(nranks, seed, split); err != nil {
 			k.fail(StageRun, FaultRunner, "cannot open the records channel", err.Error())
 			return nil
 		}
 		spec.Env = append(slices.Clone(spec.Env[:len(spec.Env)-1]), srv.Env())
 		spec.NoWarm = true
+		if split {
+			if vs, err = k.startVerifiers(prog, nranks, dir, spec.Env, srv); err != nil {
+				srv.finish(0)
+				k.fail(StageRun, FaultRunner, "cannot start the verifiers", err.Error())
+				return nil
+			}
+		}
 		res, lerr = k.c.Launcher.Launch(ctx, spec)
+		if vs != nil {
+			srv.ranksEnded()
+			vs.wait(verifierGrace)
+		}
 		chans, vchans, intrusions = srv.finish(2 * time.Second)
 	}
 	rr := &runResult{n: n, dir: dir, seed: seed, res: res, chans: chans, forgery: intrusions, verifiers: vs, vchans: vchans}
