@@ -7,6 +7,8 @@
 #    it fails.
 # 3) The time a check takes, split and not split (module1 first-allreduce and ring-allreduce).
 # 4) The rest of module3 with the changed harness, no timing.
+# 5) module1/ring-allreduce split with timing on: its verifier answers the rank's drain (the
+#    rank waits for it before timing), and the report carries no note that it did not.
 export PATH=/usr/local/cuda/bin:$PATH NO_COLOR=1
 export MGPU_LEARN_CACHE=$PWD/.gpucache
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -40,4 +42,17 @@ done
 echo "t=$((SECONDS-s)) s"
 echo "== 4: the rest of module3, --ranks 1 --no-perf (not ok lines)"
 timeout $((580-SECONDS+s)) $R/bin/mgpu-learn --course $C course verify module3/grouped-collectives module3/training-loop module3/single-process module3/fault-tolerance --ranks 1 --no-perf 2>&1 | grep -v "^ok "
+echo "t=$((SECONDS-s)) s"
+echo "== 5: module1/ring-allreduce split, timing on (the drain before time_pair)"
+$R/bin/mgpu-learn --course $C check module1/ring-allreduce --solution --ranks 1 --json > /tmp/j.json 2>&1
+python3 - <<'PY'
+import glob, json, os
+r = json.load(open("/tmp/j.json"))["reports"][0]
+print(r["verdict"], r["stage"], r["headline"][:160])
+print("notes:", (r.get("notes") or [])[:5])
+for f in sorted(glob.glob(r["run"]["dir"] + "/verifier-*.jsonl")):
+    recs = [json.loads(line) for line in open(f)]
+    print(os.path.basename(f), "drained records:", sum(x["t"] == "drained" for x in recs),
+          "cases:", sum(x["t"] == "case" for x in recs))
+PY
 echo "t=$((SECONDS-s)) s"
