@@ -19,6 +19,9 @@
  *      code waits for the incoming data, not just for its own outgoing put.
  *   5. Every element is compared exactly with what the previous PE sent; a mismatch that is
  *      another PE's data is named as such; `mine` must be unchanged; guard bands intact.
+ *
+ * The comparisons are each PE's verifier's (`verifier: true`, docs/protocol.md §4): the PE hands
+ * over its inbox, `mine` and the guard count, and never knows another PE's data.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +60,9 @@ static int agree_alloc(mgpu_ctx *ctx, const char *case_name, int mine, int *what
   return bad;
 }
 
+/* The run's context, for the helpers below that record. */
+static mgpu_ctx *driver_ctx;
+
 static void alloc_failed(const mgpu_case *c, size_t total, int bad_pe, int what, int me) {
   mgpu_result r;
   mgpu_result_init(&r, c->n);
@@ -81,7 +87,7 @@ static void alloc_failed(const mgpu_case *c, size_t total, int bad_pe, int what,
              "allocate as many bytes as asked",
              total, bad_pe, total);
   }
-  mgpu_record_case(c->name, &r, 1);
+  if (mgpu_verifies(driver_ctx)) mgpu_record_case(c->name, &r, 1);
 }
 
 static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
@@ -89,28 +95,42 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   const int prev = (me + npes - 1) % npes;
   const long long n = c->n;
   const size_t bytes = (size_t)n * sizeof(float), total = bytes + 2 * (size_t)kGuard;
+  char tag[128];
 
-  char *base = (char *)hello_alloc(total);
-  int what = kAllocOK;
-  int bad_pe = agree_alloc(ctx, c->name, judge_alloc(base, total, me), &what);
-  if (bad_pe >= 0) {
-    alloc_failed(c, total, bad_pe, what, me);
-    if (base) hello_free(base);
+  /* What the rank found of hello_alloc, as a fact it hands over: {first bad PE, what}. */
+  char *base = NULL;
+  int alloc[2] = {-1, kAllocOK};
+  if (mgpu_computes(ctx)) {
+    MGPU_LEARNER(base = (char *)hello_alloc(total));
+    alloc[0] = agree_alloc(ctx, c->name, judge_alloc(base, total, me), &alloc[1]);
+  }
+  snprintf(tag, sizeof tag, "%s/alloc", c->name);
+  mgpu_hand_over(ctx, tag, alloc, sizeof alloc);
+  if (alloc[0] >= 0) {
+    alloc_failed(c, total, alloc[0], alloc[1], me);
+    if (base) MGPU_LEARNER(hello_free(base));
     return;
   }
 
   /* The inbox: a guarded buffer in the learner's symmetric memory. */
-  mgpu_buf inbox;
+  mgpu_buf inbox, mine;
   memset(&inbox, 0, sizeof inbox);
-  inbox.base = base;
-  inbox.guard = kGuard;
-  inbox.ptr = base + kGuard;
-  inbox.bytes = bytes;
-  inbox.device = ctx->device;
-  mgpu_buf mine = mgpu_alloc(bytes, ctx->device);
-
-  float *host;
-  MGPU_CUDA(cudaMallocHost((void **)&host, bytes));
+  memset(&mine, 0, sizeof mine);
+  float *host, *host_mine;
+  if (mgpu_computes(ctx)) {
+    inbox.base = base;
+    inbox.guard = kGuard;
+    inbox.ptr = base + kGuard;
+    inbox.bytes = bytes;
+    inbox.device = ctx->device;
+    mine = mgpu_alloc(bytes, ctx->device);
+    MGPU_CUDA(cudaMallocHost((void **)&host, bytes));
+    MGPU_CUDA(cudaMallocHost((void **)&host_mine, bytes));
+  } else {
+    host = (float *)malloc(bytes);
+    host_mine = (float *)malloc(bytes);
+    if (!host || !host_mine) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
   long long *from = (long long *)calloc((size_t)npes, sizeof(long long));
   if (!from) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
 
@@ -120,15 +140,28 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   int first_bad_it = -1, first_bad_late = -1;
   for (int it = 0; it < kIterations; it++) {
     const int late = it % npes;
-    mgpu_poison(&inbox, stream);
-    mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, me, it, stream);
-    MGPU_CUDA(cudaStreamSynchronize(stream));
-    nvshmem_barrier_all(); /* every inbox is poisoned before any PE sends */
+    long long hits = 0;
+    if (mgpu_computes(ctx)) {
+      mgpu_poison(&inbox, stream);
+      mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, me, it, stream);
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      nvshmem_barrier_all(); /* every inbox is poisoned before any PE sends */
 
-    if (npes > 1 && me == late) mgpu_delay(stream, kLateNs);
-    ring_hello((float *)inbox.ptr, (const float *)mine.ptr, (size_t)n, stream);
-    MGPU_CUDA(cudaMemcpyAsync(host, inbox.ptr, bytes, cudaMemcpyDeviceToHost, stream));
-    MGPU_CUDA(cudaStreamSynchronize(stream));
+      if (npes > 1 && me == late) mgpu_delay(stream, kLateNs);
+      MGPU_LEARNER(ring_hello((float *)inbox.ptr, (const float *)mine.ptr, (size_t)n, stream));
+      MGPU_CUDA(cudaMemcpyAsync(host, inbox.ptr, bytes, cudaMemcpyDeviceToHost, stream));
+      MGPU_CUDA(cudaMemcpyAsync(host_mine, mine.ptr, bytes, cudaMemcpyDeviceToHost, stream));
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      hits = mgpu_guard_hits(&inbox) + mgpu_guard_hits(&mine);
+      nvshmem_barrier_all(); /* every PE has read its inbox before the next poison */
+    }
+    /* The inbox, `mine` after the call and the guards go to the verifier. */
+    snprintf(tag, sizeof tag, "%s/%d/inbox", c->name, it);
+    mgpu_hand_over(ctx, tag, host, bytes);
+    snprintf(tag, sizeof tag, "%s/%d/mine", c->name, it);
+    mgpu_hand_over(ctx, tag, host_mine, bytes);
+    snprintf(tag, sizeof tag, "%s/%d/guards", c->name, it);
+    if (!mgpu_hand_over(ctx, tag, &hits, sizeof hits)) continue;
 
     const long long bad0 = r.bad, unw0 = r.unwritten;
     const uint64_t want_key = mgpu_exact_key(ctx->seed, prev, it);
@@ -145,89 +178,97 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
       first_bad_it = it;
       first_bad_late = late;
     }
-    guard_hits += mgpu_guard_hits(&inbox);
+    guard_hits += hits;
 
     /* `mine` is an input: it must come back as the driver wrote it. */
-    MGPU_CUDA(cudaMemcpyAsync(host, mine.ptr, bytes, cudaMemcpyDeviceToHost, stream));
-    MGPU_CUDA(cudaStreamSynchronize(stream));
     const uint64_t mine_key = mgpu_exact_key(ctx->seed, me, it);
-    for (long long i = 0; i < n; i++) mine_changed += host[i] != mgpu_exact_value_k(mine_key, i);
-    guard_hits += mgpu_guard_hits(&mine);
-
-    nvshmem_barrier_all(); /* every PE has read its inbox before the next poison */
+    for (long long i = 0; i < n; i++) mine_changed += host_mine[i] != mgpu_exact_value_k(mine_key, i);
   }
   r.guard_hits = guard_hits;
 
-  int likely = -1;
-  for (int s = 0; s < npes; s++)
-    if (from[s] > 0 && (likely < 0 || from[s] > from[likely])) likely = s;
-  if (mine_changed) {
-    snprintf(r.msg, sizeof r.msg,
-             "mine was modified: %lld of its elements no longer held PE %d's data after the "
-             "call; it is the source of your put, read it only",
-             mine_changed, me);
-  } else if (r.bad && likely >= 0 && from[likely] * 2 >= r.bad) {
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d's inbox holds data sent by PE %d, but its previous PE is %d (%d PEs): each PE "
-             "must send to (my PE + 1) mod (number of PEs), and so receive from (my PE - 1) mod "
-             "(number of PEs)",
-             me, likely, prev, npes);
-  } else if (r.unwritten && !r.bad && first_bad_it >= 0 && npes > 1 && first_bad_late == prev) {
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d's inbox still held the poison once its stream had passed your work, in "
-             "iteration %d, where PE %d (its previous PE) started %lld ms late on purpose: the "
-             "put had not arrived. Before your work on the stream ends, wait until the data "
-             "sent TO this PE is there (a barrier on the stream, or a signal), not only until "
-             "your own put went out",
-             me, first_bad_it, prev, kLateNs / 1000000);
-  } else if (r.unwritten && !r.bad) {
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d's inbox still held the poison (%lld of %lld elements over %d iterations) "
-             "once its stream had passed your work: the put from PE %d, its previous PE, had "
-             "not arrived or was never made",
-             me, r.unwritten, r.checked, kIterations, prev);
-  } else if (r.bad || r.unwritten) {
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d's inbox (%lld floats, %d PEs, %d iterations) must hold exactly what PE %d, "
-             "its previous PE, sent from its `mine`: %lld elements differ, %lld are still the "
-             "poison",
-             me, n, npes, kIterations, prev, r.bad, r.unwritten);
-  } else if (r.guard_hits) {
-    snprintf(r.msg, sizeof r.msg,
-             "a write landed outside the inbox or outside mine (%lld guard bytes changed): "
-             "write the n floats of the inbox and nothing beyond",
-             r.guard_hits);
+  if (mgpu_verifies(ctx)) {
+    int likely = -1;
+    for (int s = 0; s < npes; s++)
+      if (from[s] > 0 && (likely < 0 || from[s] > from[likely])) likely = s;
+    if (mine_changed) {
+      snprintf(r.msg, sizeof r.msg,
+               "mine was modified: %lld of its elements no longer held PE %d's data after the "
+               "call; it is the source of your put, read it only",
+               mine_changed, me);
+    } else if (r.bad && likely >= 0 && from[likely] * 2 >= r.bad) {
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d's inbox holds data sent by PE %d, but its previous PE is %d (%d PEs): each "
+               "PE must send to (my PE + 1) mod (number of PEs), and so receive from (my PE - 1) "
+               "mod (number of PEs)",
+               me, likely, prev, npes);
+    } else if (r.unwritten && !r.bad && first_bad_it >= 0 && npes > 1 && first_bad_late == prev) {
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d's inbox still held the poison once its stream had passed your work, in "
+               "iteration %d, where PE %d (its previous PE) started %lld ms late on purpose: the "
+               "put had not arrived. Before your work on the stream ends, wait until the data "
+               "sent TO this PE is there (a barrier on the stream, or a signal), not only until "
+               "your own put went out",
+               me, first_bad_it, prev, kLateNs / 1000000);
+    } else if (r.unwritten && !r.bad) {
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d's inbox still held the poison (%lld of %lld elements over %d iterations) "
+               "once its stream had passed your work: the put from PE %d, its previous PE, had "
+               "not arrived or was never made",
+               me, r.unwritten, r.checked, kIterations, prev);
+    } else if (r.bad || r.unwritten) {
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d's inbox (%lld floats, %d PEs, %d iterations) must hold exactly what PE "
+               "%d, its previous PE, sent from its `mine`: %lld elements differ, %lld are still "
+               "the poison",
+               me, n, npes, kIterations, prev, r.bad, r.unwritten);
+    } else if (r.guard_hits) {
+      snprintf(r.msg, sizeof r.msg,
+               "a write landed outside the inbox or outside mine (%lld guard bytes changed): "
+               "write the n floats of the inbox and nothing beyond",
+               r.guard_hits);
+    }
+    mgpu_record_case(c->name, &r, mine_changed != 0);
   }
-  mgpu_record_case(c->name, &r, mine_changed != 0);
 
   free(from);
-  MGPU_CUDA(cudaFreeHost(host));
-  mgpu_free(&mine);
-  hello_free(base);
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFreeHost(host_mine));
+    MGPU_CUDA(cudaFreeHost(host));
+    mgpu_free(&mine);
+    MGPU_LEARNER(hello_free(base));
+  } else {
+    free(host_mine);
+    free(host);
+  }
 }
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  cudaStream_t stream;
+  cudaStream_t stream = NULL;
 
   mgpu_init(&ctx, argc, argv);
-  /* The largest case needs 4 MiB of symmetric memory per PE; NVSHMEM's default heap is 1 GiB
-   * (3.4 rounds any size up to its allocation granularity, 512 MiB unless
-   * NVSHMEM_CUMEM_GRANULARITY says otherwise). Set before NVSHMEM starts, which is when it
-   * reads its environment. */
-  setenv("NVSHMEM_SYMMETRIC_SIZE", "64M", 1);
-  mgpu_nvshmem_init(&ctx);
-  if (nvshmem_my_pe() != ctx.rank || nvshmem_n_pes() != ctx.world) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "NVSHMEM says PE %d of %d, the launcher rank %d of %d",
-             nvshmem_my_pe(), nvshmem_n_pes(), ctx.rank, ctx.world);
-    mgpu_fail("harness", "mgpu_nvshmem_init", __FILE__, __LINE__, 0, msg);
+  driver_ctx = &ctx;
+  if (mgpu_computes(&ctx)) {
+    /* The largest case needs 4 MiB of symmetric memory per PE; NVSHMEM's default heap is 1 GiB
+     * (3.4 rounds any size up to its allocation granularity, 512 MiB unless
+     * NVSHMEM_CUMEM_GRANULARITY says otherwise). Set before NVSHMEM starts, which is when it
+     * reads its environment. */
+    setenv("NVSHMEM_SYMMETRIC_SIZE", "64M", 1);
+    mgpu_nvshmem_init(&ctx);
+    if (nvshmem_my_pe() != ctx.rank || nvshmem_n_pes() != ctx.world) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "NVSHMEM says PE %d of %d, the launcher rank %d of %d",
+               nvshmem_my_pe(), nvshmem_n_pes(), ctx.rank, ctx.world);
+      mgpu_fail("harness", "mgpu_nvshmem_init", __FILE__, __LINE__, 0, msg);
+    }
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
   for (int k = 0; k < ctx.ncases; k++) run_case(&ctx, &ctx.cases[k], stream);
 
-  MGPU_CUDA(cudaStreamDestroy(stream));
-  nvshmem_finalize();
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaStreamDestroy(stream));
+    nvshmem_finalize();
+  }
   return mgpu_finish(&ctx);
 }
