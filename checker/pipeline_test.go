@@ -42,12 +42,16 @@ starter:
 
 func loadFake(t *testing.T, manifest string) *course.Exercise {
 	t.Helper()
+	driver := "int main(void) { return 0; }\n"
+	if strings.Contains(manifest, "verifier: true") { // a split driver hands its outputs over
+		driver = "int main(void) { mgpu_hand_over(0, \"t\", 0, 0); return 0; }\n"
+	}
 	fsys := fstest.MapFS{
 		"lessons/course.yaml":                  {Data: []byte("title: t\nmodules: [module0-x]\n")},
 		"lessons/module0-x/module.yaml":        {Data: []byte("id: module0\ntitle: x\nexercises: [ex]\n")},
 		"exercises/module0-x/ex/exercise.yaml": {Data: []byte(manifest)},
 		"exercises/module0-x/ex/task.md":       {Data: []byte("# task\n")},
-		"exercises/module0-x/ex/driver.c":      {Data: []byte("int main(void) { return 0; }\n")},
+		"exercises/module0-x/ex/driver.c":      {Data: []byte(driver)},
 		"exercises/module0-x/ex/starter/a.c":   {Data: []byte("/* starter */\n")},
 		"exercises/module0-x/ex/solution/a.c":  {Data: []byte("/* solution */\n")},
 	}
