@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
 	"github.com/mgpu-learn/mgpu-learn/runtime/confine"
@@ -35,6 +37,9 @@ type Isolation struct {
 	Landlock int    `json:"landlock_abi"` // 0: none
 	Cache    string `json:"cache"`
 	Why      string `json:"why,omitempty"` // why checks run unconfined here ("" when they do not)
+	// PtraceScope is Yama's kernel.yama.ptrace_scope (-1: no Yama). At 0 a rank could trace its
+	// verifier, a process of the same user (docs/protocol.md §4, "The verifier").
+	PtraceScope int `json:"ptrace_scope"`
 }
 
 // SlurmStatus is doctor's word on Slurm (docs/slurm.md). Unlike the facts it is never cached:
@@ -136,6 +141,19 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// ptraceScope reads Yama's setting from path; -1 when there is none.
+func ptraceScope(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
 // isolation probes Landlock and the cache's place the way checks will use them.
 func isolation() *Isolation {
 	cache := os.Getenv("MGPU_LEARN_CACHE")
@@ -144,7 +162,7 @@ func isolation() *Isolation {
 			cache = filepath.Join(d, "mgpu-learn")
 		}
 	}
-	iso := &Isolation{Cache: cache}
+	iso := &Isolation{Cache: cache, PtraceScope: ptraceScope("/proc/sys/kernel/yama/ptrace_scope")}
 	st := confine.Probe()
 	iso.Landlock = st.ABI
 	if !st.Applied {

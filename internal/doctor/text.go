@@ -369,9 +369,22 @@ func (p *printer) isolation(iso *Isolation) {
 	if iso.Why == "" {
 		p.heading("Isolation", fmt.Sprintf("%s (Landlock ABI %d): the programs of C and CUDA checks cannot write the build cache in %s",
 			p.paint(green, "yes"), iso.Landlock, iso.Cache))
-		return
+	} else {
+		p.heading("Isolation", p.paint(red, "no")+": "+iso.Why+"; a learner's C or CUDA program could rewrite cached programs, so a pass proves less (docs/protocol.md §4)")
 	}
-	p.heading("Isolation", p.paint(red, "no")+": "+iso.Why+"; a learner's C or CUDA program could rewrite cached programs, so a pass proves less (docs/protocol.md §4)")
+	p.heading("Verifiers", verifierIsolation(iso.PtraceScope, p))
+}
+
+// verifierIsolation says whether a rank could reach into its verifier's memory (Yama).
+func verifierIsolation(scope int, p *printer) string {
+	switch {
+	case scope >= 1:
+		return fmt.Sprintf("%s (Yama ptrace_scope %d): a rank cannot trace its verifier, which is the checker's child, not the rank's", p.paint(green, "separate"), scope)
+	case scope == 0:
+		return p.paint(red, "traceable") + " (Yama ptrace_scope 0): native code in a rank could reach into its verifier's memory, a process of the same user; sysctl kernel.yama.ptrace_scope=1 closes it (docs/protocol.md §4)"
+	default:
+		return "no Yama on this kernel: whether a rank can trace its verifier depends on other security modules (docs/protocol.md §4)"
+	}
 }
 
 func (p *printer) env(f *probe.Facts) {
