@@ -226,21 +226,37 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 			k.emit(RankState{Rank: rr.Rank, State: rr.State, Exit: rr.ExitCode, Signal: rr.Signal})
 		}
 	}
-	var vs *verifiers
-	if split {
-		if vs, err = k.startVerifiers(prog, nranks, dir, spec.Env, srv); err != nil {
-			srv.finish(0)
-			k.fail(StageRun, FaultRunner, "cannot start the verifiers", err.Error())
-			return nil
+	// launchAll starts the verifiers (if any), then the ranks, and collects both channels;
+	// false when the verifiers could not start (reported).
+	var (
+		vs            *verifiers
+		res           *launch.Result
+		lerr          error
+		chans, vchans map[int]*rankChannel
+		intrusions    []string
+	)
+	launchAll := func() bool {
+		vs = nil
+		if split {
+			var err error
+			if vs, err = k.startVerifiers(prog, nranks, dir, spec.Env, srv); err != nil {
+				srv.finish(0)
+				k.fail(StageRun, FaultRunner, "cannot start the verifiers", err.Error())
+				return false
+			}
 		}
+		res, lerr = k.c.Launcher.Launch(ctx, spec)
+		if vs != nil {
+			srv.ranksEnded()
+			vs.wait(verifierGrace)
+		}
+		chans, vchans, intrusions = srv.finish(2 * time.Second)
+		return true
 	}
 	k.emit(RunStarted{Ranks: nranks, Run: n, Dir: dir})
-	res, lerr := k.c.Launcher.Launch(ctx, spec)
-	if vs != nil {
-		srv.ranksEnded()
-		vs.wait(verifierGrace)
+	if !launchAll() {
+		return nil
 	}
-	chans, vchans, intrusions := srv.finish(2 * time.Second)
 	if errors.Is(lerr, launch.ErrWarmLost) && ctx.Err() == nil {
 		// The warm interpreter that forked the ranks died under them: how they ended is
 		// unknown, so this run proves nothing. Run it again with fresh interpreters, a fresh
@@ -251,19 +267,9 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 		}
 		spec.Env = append(slices.Clone(spec.Env[:len(spec.Env)-1]), srv.Env())
 		spec.NoWarm = true
-		if split {
-			if vs, err = k.startVerifiers(prog, nranks, dir, spec.Env, srv); err != nil {
-				srv.finish(0)
-				k.fail(StageRun, FaultRunner, "cannot start the verifiers", err.Error())
-				return nil
-			}
+		if !launchAll() {
+			return nil
 		}
-		res, lerr = k.c.Launcher.Launch(ctx, spec)
-		if vs != nil {
-			srv.ranksEnded()
-			vs.wait(verifierGrace)
-		}
-		chans, vchans, intrusions = srv.finish(2 * time.Second)
 	}
 	rr := &runResult{n: n, dir: dir, seed: seed, res: res, chans: chans, forgery: intrusions, verifiers: vs, vchans: vchans}
 	k.summarizeRun(rr, spec, nranks)

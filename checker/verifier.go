@@ -7,10 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mgpu-learn/mgpu-learn/runtime/launch"
 )
 
 // The verifier (docs/protocol.md §4, "The verifier"). For an exercise with `verifier: true`
@@ -37,16 +38,11 @@ type verifiers struct {
 // to the records server.
 func (k *check) startVerifiers(prog *program, nranks int, dir string, env []string, srv *recordServer) (*verifiers, error) {
 	v := &verifiers{Exit: make([]int, nranks)}
-	base := verifierBaseEnv(os.Environ())
 	for r := 0; r < nranks; r++ {
 		cmd := exec.Command(prog.verifier[0], prog.verifier[1:]...)
 		cmd.Dir = dir
-		cmd.Env = append(append(slices.Clone(base), env...),
+		extra := append(slices.Clone(env),
 			"MGPU_ROLE=verifier",
-			"MGPU_RANK="+strconv.Itoa(r),
-			"MGPU_WORLD_SIZE="+strconv.Itoa(nranks),
-			"MGPU_LOCAL_RANK="+strconv.Itoa(r),
-			"MGPU_LOCAL_WORLD_SIZE="+strconv.Itoa(nranks),
 			"MGPU_RUN_DIR="+dir,
 			// Its CPU threads wait asleep, not spinning, between steps: a spinning pool beside
 			// the rank's slowed a verifier on a 2-core machine several times over.
@@ -56,9 +52,9 @@ func (k *check) startVerifiers(prog *program, nranks int, dir string, env []stri
 			// A C or CUDA verifier never needs a GPU; a driver that reaches for one there
 			// fails clearly. A Python verifier compares on its rank's GPU, and the rank waits
 			// for it to catch up before it times anything (docs/protocol.md §4).
-			cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES=")
+			extra = append(extra, "CUDA_VISIBLE_DEVICES=")
 		}
-		cmd.Env = append(cmd.Env, prog.verifierEnv...)
+		cmd.Env = launch.SideEnv(append(extra, prog.verifierEnv...), r, nranks)
 		logPath := filepath.Join(dir, fmt.Sprintf("verifier-%d.log", r))
 		lf, err := os.Create(logPath)
 		if err != nil {
@@ -80,21 +76,6 @@ func (k *check) startVerifiers(prog *program, nranks int, dir string, env []stri
 		v.waits = append(v.waits, ch)
 	}
 	return v, nil
-}
-
-// verifierBaseEnv is the checker's environment without any rank's variables.
-func verifierBaseEnv(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(k, "MGPU_"), strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI_"),
-			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE":
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // wait gives the verifiers up to grace to end, then kills what is left (their whole groups).

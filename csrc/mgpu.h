@@ -389,6 +389,12 @@ static inline void mgpu_nvshmem_init(mgpu_ctx *ctx) {
               "NVSHMEM call failed");
   if ((rc = nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr)) != 0)
     mgpu_fail("harness", "nvshmemx_init_attr", __FILE__, __LINE__, rc, "NVSHMEM call failed");
+  if (nvshmem_my_pe() != ctx->rank || nvshmem_n_pes() != ctx->world) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "NVSHMEM says PE %d of %d, the launcher rank %d of %d",
+             nvshmem_my_pe(), nvshmem_n_pes(), ctx->rank, ctx->world);
+    mgpu_fail("harness", "mgpu_nvshmem_init", __FILE__, __LINE__, 0, msg);
+  }
 }
 #endif
 

@@ -251,6 +251,19 @@ static void die_early(const char *why) {
   _exit(1);
 }
 
+/* A connection to the checker's socket; ends the process when there is none. */
+static int dial(const struct sockaddr_un *sa) {
+  char why[512];
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) die_early("cannot create a socket");
+  while (connect(fd, (const struct sockaddr *)sa, sizeof *sa) != 0) {
+    if (errno == EINTR) continue;
+    snprintf(why, sizeof why, "cannot connect to %s: %s", sa->sun_path, strerror(errno));
+    die_early(why);
+  }
+  return fd;
+}
+
 __attribute__((constructor(101))) static void mgpu__chan_start(void) {
   const char *addr = getenv("MGPU_RECORDS");
   struct sockaddr_un sa;
@@ -263,16 +276,10 @@ __attribute__((constructor(101))) static void mgpu__chan_start(void) {
   if (strncmp(addr, "unix:", 5) != 0) die_early("MGPU_RECORDS must be unix:<socket path>");
   addr += 5;
   if (strlen(addr) >= sizeof sa.sun_path) die_early("MGPU_RECORDS: socket path too long");
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die_early("cannot create a socket");
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   strcpy(sa.sun_path, addr);
-  while (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    if (errno == EINTR) continue;
-    snprintf(why, sizeof why, "cannot connect to %s: %s", addr, strerror(errno));
-    die_early(why);
-  }
+  fd = dial(&sa);
   rank = rank_from_env();
   {
     const char *role = getenv("MGPU_ROLE");
@@ -311,14 +318,8 @@ __attribute__((constructor(101))) static void mgpu__chan_start(void) {
     if (errno || end == p + 1 || *end) die_early("malformed seed in the checker's reply");
   }
   if (c.split && !c.verifier) {
-    /* The second connection, on which the outputs go to the verifier (mgpu_submit). */
-    int sfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (sfd < 0) die_early("cannot create a socket");
-    while (connect(sfd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-      if (errno == EINTR) continue;
-      snprintf(why, sizeof why, "cannot connect to %s: %s", addr, strerror(errno));
-      die_early(why);
-    }
+    /* The second connection, on which the outputs go to the verifier (mgpu_hand_over). */
+    int sfd = dial(&sa);
     snprintf(hello, sizeof hello, "submit %s %ld\n", rank, (long)getpid());
     if (write_all(sfd, hello, strlen(hello)) != 0 || read_line(sfd, reply, sizeof reply) != 0 ||
         strcmp(reply, "ok") != 0)

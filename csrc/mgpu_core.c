@@ -310,15 +310,16 @@ void mgpu_fail(const char *where, const char *call, const char *file, int line, 
   _exit(1);
 }
 
-static void harness_fail(int line, const char *call, const char *fmt, ...) {
+/* mgpu_fail with a formatted message. */
+static void fail_fmt(const char *where, int line, const char *call, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  mgpu_fail("harness", call, __FILE__, line, 0, msg);
+  mgpu_fail(where, call, __FILE__, line, 0, msg);
 }
-#define HFAIL(call, ...) harness_fail(__LINE__, call, __VA_ARGS__)
+#define HFAIL(call, ...) fail_fmt("harness", __LINE__, call, __VA_ARGS__)
 
 const char *mgpu_where_for(const char *file) {
   const char *list = getenv("MGPU_LEARNER_FILES");
@@ -1137,6 +1138,9 @@ int mgpu_verifies(const mgpu_ctx *ctx) {
   return g.verifier || !g.split;
 }
 
+/* The verifier found the rank's outputs out of the driver's order: the program's fault. */
+#define VFAIL(...) fail_fmt("verifier", __LINE__, "mgpu_hand_over", __VA_ARGS__)
+
 int mgpu_hand_over(mgpu_ctx *ctx, const char *tag, void *buf, size_t bytes) {
   char got[160];
   size_t n = 0;
@@ -1154,24 +1158,14 @@ int mgpu_hand_over(mgpu_ctx *ctx, const char *tag, void *buf, size_t bytes) {
     return 0;
   }
   k = mgpu__chan_next(got, sizeof got, &n);
-  if (k == -1) {
-    char msg[240];
-    snprintf(msg, sizeof msg, "the rank's outputs ended before it handed over \"%s\"", tag);
-    mgpu_fail("verifier", "mgpu_hand_over", __FILE__, __LINE__, 0, msg);
-  }
-  if (k != 0 || strcmp(got, tag) != 0 || n != bytes) {
-    char msg[480];
-    snprintf(msg, sizeof msg,
-             "the rank handed over \"%.120s\" (%zu bytes) where its driver hands over \"%s\" "
-             "(%zu bytes): something other than the driver wrote to the outputs connection",
-             k == 0 ? got : "(malformed)", n, tag, bytes);
-    mgpu_fail("verifier", "mgpu_hand_over", __FILE__, __LINE__, 0, msg);
-  }
-  if (mgpu__chan_read(buf, bytes) != 0) {
-    char msg[240];
-    snprintf(msg, sizeof msg, "the rank's outputs ended inside \"%s\"", tag);
-    mgpu_fail("verifier", "mgpu_hand_over", __FILE__, __LINE__, 0, msg);
-  }
+  if (k == -1) VFAIL("the rank's outputs ended before it handed over \"%s\"", tag);
+  if (k != 0 || strcmp(got, tag) != 0 || n != bytes)
+    VFAIL("the rank handed over \"%.120s\" (%zu bytes) where its driver hands over "
+                  "\"%s\" (%zu bytes): something other than the driver wrote to the outputs "
+                  "connection",
+                  k == 0 ? got : "(malformed)", n, tag, bytes);
+  if (mgpu__chan_read(buf, bytes) != 0)
+    VFAIL("the rank's outputs ended inside \"%s\"", tag);
   return 1;
 }
 

@@ -382,11 +382,20 @@ def _splitmix64(x):
     return x ^ (x >> 31)
 
 
-def _key32(seed, rank, it, salt=0):
-    k = _splitmix64(seed & _MASK64)
-    for v in (rank, it, salt):
+def _rank_key(seed, rank):
+    """The key of one rank's inputs: what a split rank is sent instead of the seed."""
+    return _splitmix64(_splitmix64(seed & _MASK64) ^ (rank & _MASK64))
+
+
+def _key32_from(rank_key, it, salt=0):
+    k = rank_key
+    for v in (it, salt):
         k = _splitmix64(k ^ (v & _MASK64))
     return k & _MASK32
+
+
+def _key32(seed, rank, it, salt=0):
+    return _key32_from(_rank_key(seed, rank), it, salt)
 
 
 def _mul32(x, c):
@@ -902,7 +911,6 @@ class Harness:
         self._decoy = None
         self.split = False     # outputs checked by a verifier process (docs/protocol.md §4)
         self.verifier = False  # this process is a rank's verifier
-        self._handed = 0
         for f in (os.environ.get("MGPU_LEARNER_FILES") or "").split(","):
             if f.strip():
                 self._learner_files.add(os.path.basename(f.strip()))
@@ -1067,15 +1075,11 @@ class Harness:
             # The rank may still ask the verifier to catch up (it times after its last output):
             # answer until its stream ends. Any output past the driver's last is not the
             # driver's.
-            while True:
-                got = self._chan.next_output()
-                if got is None:
-                    break
-                if got[0] != "!drain":
-                    self.fail("verifier", "finish", f"the rank handed over {got[0][:120]!r} "
-                              "after its driver's last output: something other than the "
-                              "driver wrote to the outputs connection")
-                self._write({"t": "drained"})
+            got = self._next_output()
+            if got is not None:
+                self.fail("verifier", "finish", f"the rank handed over {got[0][:120]!r} after "
+                          "its driver's last output: something other than the driver wrote to "
+                          "the outputs connection")
         if dist.is_available() and dist.is_initialized() and self.world > 1:
             self.real("torch.distributed.barrier")()
             if self.on_gpu:
@@ -1283,7 +1287,8 @@ class Harness:
     @property
     def computes(self):
         """True in the rank (process groups, inputs, the learner's calls, timing); False in
-        the verifier, which never imports the learner's module and never touches a GPU."""
+        the verifier, which never imports the learner's module (it compares on its rank's GPU
+        when there is one; the rank waits for it to catch up before timing)."""
         return not self.verifier
 
     @property
@@ -1295,7 +1300,7 @@ class Harness:
     def hand_over(self, tag, obj):
         """The rank sends obj (a tensor, or a JSON value such as a list of facts it measured)
         to its verifier and returns it; the verifier returns what the rank sent under the same
-        tag, in the same order (a tensor arrives on the CPU, with its dtype and shape). Without
+        tag, in the same order (a tensor arrives on h.device, with its dtype and shape). Without
         a verifier it returns obj."""
         if not self.split:
             return obj
@@ -1307,13 +1312,7 @@ class Harness:
             except OSError:
                 os._exit(1)  # the checker is gone
             return obj
-        got = self._chan.next_output()
-        while got is not None and got[0] == "!drain":
-            # The rank is about to time: everything before this point is checked; say so.
-            if self.on_gpu:
-                torch.cuda.synchronize()
-            self._write({"t": "drained"})
-            got = self._chan.next_output()
+        got = self._next_output()
         if got is None:
             self.fail("verifier", "hand_over", f"the rank's outputs ended before it handed "
                       f"over {tag!r}")
@@ -1325,6 +1324,17 @@ class Harness:
         if isinstance(obj, torch.Tensor) and self.on_gpu:
             obj = obj.to(self.device)  # the verifier compares on its rank's GPU
         return obj
+
+    def _next_output(self):
+        """The verifier: the rank's next output, answering its requests to catch up on the
+        way (the rank is about to time: everything before is checked, and it is told so)."""
+        got = self._chan.next_output()
+        while got is not None and got[0] == "!drain":
+            if self.on_gpu:
+                torch.cuda.synchronize()
+            self._write({"t": "drained"})
+            got = self._chan.next_output()
+        return got
 
     def _drain(self):
         """Before timing in a split rank: the verifier catches up first (docs/protocol.md §4)."""
@@ -1349,8 +1359,7 @@ class Harness:
                 self.fail("driver", "exact", f"a rank whose outputs a verifier checks knows its "
                           f"own inputs only, not rank {rank}'s: expected values made of other "
                           "ranks' inputs belong behind h.verifies")
-            key = _splitmix64(_splitmix64(self._chan.rank_seed ^ (iter & _MASK64))
-                              ^ (salt & _MASK64)) & _MASK32
+            key = _key32_from(self._chan.rank_seed, iter, salt)
         else:
             key = _key32(self.seed, rank, iter, salt)
         out = torch.empty(n, dtype=dtype, device=device)

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,6 +86,30 @@ func (e *environ) force() {
 	for _, kv := range forcedEnv {
 		e.set(kv[0], kv[1])
 	}
+}
+
+// SideEnv is the environment of a course-owned process that runs beside rank `rank` of a
+// `world`-rank job on this host, such as its verifier (docs/protocol.md §4): this process's
+// environment without any launcher's rank variables, then extra, then the protocol's rank
+// variables and, last, the variables no child may go without (forcedEnv).
+func SideEnv(extra []string, rank, world int) []string {
+	e := newEnviron(os.Environ())
+	for _, k := range rankVars {
+		e.unset(k)
+	}
+	for _, kv := range extra {
+		if k, v, ok := cutEnv(kv); ok {
+			e.set(k, v)
+		}
+	}
+	r, w := strconv.Itoa(rank), strconv.Itoa(world)
+	for _, kv := range [][2]string{
+		{"MGPU_RANK", r}, {"MGPU_WORLD_SIZE", w}, {"MGPU_LOCAL_RANK", r}, {"MGPU_LOCAL_WORLD_SIZE", w},
+	} {
+		e.set(kv[0], kv[1])
+	}
+	e.force()
+	return e.list()
 }
 
 // setRank sets the protocol's rank variables and torch's names for one rank on one host.

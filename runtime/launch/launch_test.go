@@ -581,3 +581,31 @@ func TestOnRankExitReportsEachRankAsItEnds(t *testing.T) {
 	}
 	assertClean(t, res, tok)
 }
+
+// A process beside a rank (its verifier) gets the same protections as the rank: no launcher's
+// rank variables from the parent, the protocol's own for its rank, and the multicast switches
+// off whatever anyone asked.
+func TestSideEnv(t *testing.T) {
+	t.Setenv("RANK", "7")
+	t.Setenv("OMPI_COMM_WORLD_RANK", "7")
+	t.Setenv("NCCL_NVLS_ENABLE", "1")
+	env := map[string]string{}
+	for _, kv := range SideEnv([]string{"TORCH_SYMM_MEM_DISABLE_MULTICAST=0", "MGPU_ROLE=verifier"}, 2, 4) {
+		k, v, _ := cutEnv(kv)
+		env[k] = v
+	}
+	for k, want := range map[string]string{
+		"MGPU_RANK": "2", "MGPU_WORLD_SIZE": "4", "MGPU_LOCAL_RANK": "2", "MGPU_LOCAL_WORLD_SIZE": "4",
+		"MGPU_ROLE": "verifier", "NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
+		"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+	} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+	for _, k := range []string{"RANK", "OMPI_COMM_WORLD_RANK"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("inherited %s=%q kept", k, v)
+		}
+	}
+}
