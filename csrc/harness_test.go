@@ -211,6 +211,13 @@ func patternByte(seed uint64, iter int, i int64) uint8 {
 	return uint8(mix64(key^uint64(i>>3)) >> (8 * (i & 7)))
 }
 
+// rankPatternByte is docs/harness.md's formula for a rank's own byte pattern.
+func rankPatternByte(seed uint64, rank, iter int, i int64) uint8 {
+	h := mix64(mix64(seed^0x6578616374000000) ^ uint64(uint32(int32(rank))))
+	key := mix64(mix64(h^0x7270617474000000) ^ uint64(uint32(int32(iter))))
+	return uint8(mix64(key^uint64(i>>3)) >> (8 * (i & 7)))
+}
+
 func TestThreeRanks(t *testing.T) {
 	bin := buildCPUDriver(t)
 	run := t.TempDir()
@@ -270,7 +277,7 @@ func TestThreeRanks(t *testing.T) {
 			t.Errorf("rank %d: an infinite value must be null: %v", r, v)
 		}
 		// exact data follows the documented formula
-		nExact, nPattern := 0, 0
+		nExact, nPattern, nRank := 0, 0, 0
 		for _, n := range notes(recs) {
 			var rk, it, i int
 			var v float64
@@ -287,9 +294,16 @@ func TestThreeRanks(t *testing.T) {
 					t.Errorf("pattern(%d,%d) = %d, formula says %d", it, i, pb, want)
 				}
 			}
+			if _, err := fmt.Sscanf(n, "rpattern %d %d %d", &it, &i, &pb); err == nil {
+				nRank++
+				if want := rankPatternByte(seedU, r, it, int64(i)); uint8(pb) != want {
+					t.Errorf("rank %d: rank pattern(%d,%d) = %d, formula says %d", r, it, i, pb, want)
+				}
+			}
 		}
-		if nExact != 4 || nPattern != 10 {
-			t.Errorf("rank %d: %d exact and %d pattern notes, want 4 and 10", r, nExact, nPattern)
+		if nExact != 4 || nPattern != 10 || nRank != 10 {
+			t.Errorf("rank %d: %d exact, %d pattern and %d rank pattern notes, want 4, 10 and 10",
+				r, nExact, nPattern, nRank)
 		}
 		good := find(recs, "case", "case", "good")
 		if good == nil || good["ok"] != true || good.num("checked") != 4 || good.num("bad") != 0 ||

@@ -153,6 +153,11 @@ uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter);
 float mgpu_exact_value_k(uint64_t key, long long i);
 uint64_t mgpu_pattern_key(uint64_t seed, int iter);
 uint8_t mgpu_pattern_byte_k(uint64_t key, long long i);
+/* A rank's own byte pattern, for data whose sender matters (what one rank sends another):
+ * bytes are mgpu_pattern_byte_k(mgpu_rank_pattern_key(seed, rank, iter), i). A split rank may
+ * ask for its own rank's key only (like mgpu_exact_key): the run-wide mgpu_pattern_key is
+ * known to every split rank, so expected bytes that another rank must deliver come from here. */
+uint64_t mgpu_rank_pattern_key(uint64_t seed, int rank, int iter);
 
 /* Passing file descriptors between ranks (mgpu_fd.c; docs/protocol.md §5). Every rank gives
  * n (0..MGPU_MAX_FDS, the same n on every rank) descriptors; afterwards
@@ -219,6 +224,9 @@ long long mgpu_guard_hits(const mgpu_buf *b);
 void mgpu_fill_exact_f32(float *dev, long long n, uint64_t seed, int rank, int iter,
                          cudaStream_t s);
 void mgpu_fill_pattern(void *dev, size_t bytes, uint64_t seed, int iter, cudaStream_t s);
+/* This rank's pattern `iter` (mgpu_rank_pattern_key). */
+void mgpu_fill_rank_pattern(void *dev, size_t bytes, uint64_t seed, int rank, int iter,
+                            cudaStream_t s);
 
 /* Comparisons: synchronize, copy back, compare every element, fill *r (guards included,
  * poisoned-but-unwritten counted apart), write the "case" record. Return ok. */

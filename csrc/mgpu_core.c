@@ -1120,6 +1120,25 @@ uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter) {
   return mix64(h ^ (uint64_t)(uint32_t)iter);
 }
 
+/* A rank's own byte patterns: derived from the same per-rank hash as its exact inputs, so a
+ * split rank (which holds that hash, not the seed) can make its own and no other rank's. */
+uint64_t mgpu_rank_pattern_key(uint64_t seed, int rank, int iter) {
+  uint64_t h;
+  if (g.split && !g.verifier) {
+    if (rank != g.rank)
+      mgpu_fail("driver", "mgpu_rank_pattern_key", __FILE__, __LINE__, 0,
+                "a rank whose outputs a verifier checks knows its own patterns only: another "
+                "rank's bytes (and the expected values made of them) belong behind "
+                "mgpu_verifies()");
+    h = g.rank_seed;
+  } else {
+    h = mix64(seed ^ 0x6578616374000000ULL); /* "exact" */
+    h = mix64(h ^ (uint64_t)(uint32_t)rank);
+  }
+  h = mix64(h ^ 0x7270617474000000ULL); /* "rpatt" */
+  return mix64(h ^ (uint64_t)(uint32_t)iter);
+}
+
 uint64_t mgpu_pattern_key(uint64_t seed, int iter) {
   uint64_t h = g.split && !g.verifier ? g.pattern_seed
                                        : mix64(seed ^ 0x7061747465726e00ULL); /* "pattern" */

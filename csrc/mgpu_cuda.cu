@@ -253,6 +253,11 @@ extern "C" void mgpu_fill_pattern(void *dev, size_t bytes, uint64_t seed, int it
   fill_pattern_key(dev, bytes, mgpu_pattern_key(seed, iter), s);
 }
 
+extern "C" void mgpu_fill_rank_pattern(void *dev, size_t bytes, uint64_t seed, int rank,
+                                       int iter, cudaStream_t s) {
+  fill_pattern_key(dev, bytes, mgpu_rank_pattern_key(seed, rank, iter), s);
+}
+
 /* ---- delays ------------------------------------------------------------------------------ */
 
 /* Longer than any delay a driver needs; a larger value is a driver bug (typically a negative

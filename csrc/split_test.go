@@ -158,9 +158,41 @@ func TestSplitRankC(t *testing.T) {
 	own := exactValue(seed, rank, 3, 5)
 	checkSplitRank(t, f, seed, code, []string{
 		fmt.Sprintf("own=%g computes=1 verifies=0", own), "seed=0", "handed=0",
+		fmt.Sprintf("ownpat=%d", rankPatternByte(seed, rank, 3, 5)),
 	})
 	if want := "t/0 8\n"; !strings.HasPrefix(string(f.outputs), want) || len(f.outputs) != len(want)+8 {
 		t.Errorf("outputs %q, want %q and 8 bytes", f.outputs, want)
+	}
+}
+
+// A split rank makes its own byte patterns from its key, and no other rank's: what another
+// rank must deliver to it is the verifier's to make.
+func TestSplitRankCPatterns(t *testing.T) {
+	bin := buildCPUDriver(t)
+	const seed, rank = uint64(123456789), 0
+	f := startFakeSplitChecker(t, seed, rank, false)
+	cmd := exec.Command(bin, "split", "pattern")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(baseEnv(), "MGPU_RECORDS=unix:"+f.addr, "MGPU_RANK=0", "MGPU_WORLD_SIZE=2",
+		"MGPU_RUN_DIR="+cmd.Dir)
+	err := cmd.Run()
+	f.stop()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1 (another rank's pattern must be refused)", err)
+	}
+	var joined []string
+	var last map[string]any
+	for _, r := range f.records {
+		b, _ := json.Marshal(r)
+		joined = append(joined, string(b))
+		last = r
+	}
+	if want := fmt.Sprintf("ownpat=%d", rankPatternByte(seed, rank, 3, 5)); !strings.Contains(strings.Join(joined, "\n"), want) {
+		t.Errorf("records lack %q:\n%s", want, strings.Join(joined, "\n"))
+	}
+	if strings.Contains(strings.Join(joined, "\n"), "otherpat=") ||
+		last == nil || last["where"] != "driver" || !strings.Contains(fmt.Sprint(last["msg"]), "own patterns only") {
+		t.Errorf("another rank's pattern was not refused; last record %v", last)
 	}
 }
 

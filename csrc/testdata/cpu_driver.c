@@ -54,6 +54,11 @@ int main(int argc, char **argv) {
               (double)mgpu_exact_value(ctx.seed, ctx.rank, 3, 5), mgpu_computes(&ctx),
               mgpu_verifies(&ctx));
     mgpu_note("handed=%d", mgpu_hand_over(&ctx, "t/0", &v, sizeof v));
+    mgpu_note("ownpat=%u",
+              (unsigned)mgpu_pattern_byte_k(mgpu_rank_pattern_key(ctx.seed, ctx.rank, 3), 5));
+    if (argc > 2 && strcmp(argv[2], "pattern") == 0)
+      mgpu_note("otherpat=%u", (unsigned)mgpu_pattern_byte_k(
+                                   mgpu_rank_pattern_key(ctx.seed, ctx.rank + 1, 3), 5));
     mgpu_note("other=%g", (double)mgpu_exact_value(ctx.seed, ctx.rank + 1, 3, 5));
     return mgpu_finish(&ctx);
   }
@@ -78,6 +83,9 @@ int main(int argc, char **argv) {
   for (k = 0; k < 4; k++)
     mgpu_note("exact %d %d %d %.1f", ctx.rank, 2, k, mgpu_exact_value(ctx.seed, ctx.rank, 2, k));
   for (k = 0; k < 10; k++) mgpu_note("pattern 5 %d %u", k, mgpu_pattern_byte(ctx.seed, 5, k));
+  for (k = 0; k < 10; k++)
+    mgpu_note("rpattern 5 %d %u", k,
+              (unsigned)mgpu_pattern_byte_k(mgpu_rank_pattern_key(ctx.seed, ctx.rank, 5), k));
 
   /* barriers: nobody passes barrier k before everybody has marked k */
   for (k = 0; k < 3; k++) {
