@@ -300,6 +300,17 @@ func (v *exerciseCheck) key(k string) int { return keyLine(v.root, k) }
 
 func (v *exerciseCheck) exists(rel string) bool { return isFile(v.ld.fsys, path.Join(v.e.Dir, rel)) }
 
+// handsOver reports whether any of the exercise's files rel (support files may be in
+// ../shared/) calls a hand-over (docs/protocol.md §4).
+func (v *exerciseCheck) handsOver(rel []string) bool {
+	for _, r := range rel {
+		if b, err := fs.ReadFile(v.ld.fsys, path.Join(v.e.Dir, r)); err == nil && bytes.Contains(b, []byte("hand_over(")) {
+			return true
+		}
+	}
+	return false
+}
+
 func (v *exerciseCheck) check() {
 	e, m := v.e, &v.e.Manifest
 	want := e.Module.ID + "/" + e.Name()
@@ -339,9 +350,10 @@ func (v *exerciseCheck) check() {
 		v.errAt(v.at("driver"), "driver file %s does not exist", path.Join(e.Dir, m.Driver))
 	case m.Verifier:
 		// A split driver hands the rank's outputs to its verifier (docs/protocol.md §4); one that
-		// never does leaves the verifier nothing to check.
-		if b, err := fs.ReadFile(v.ld.fsys, path.Join(e.Dir, m.Driver)); err == nil && !bytes.Contains(b, []byte("hand_over(")) {
-			v.errAt(v.key("verifier"), "verifier: true, but the driver %s never hands an output over (mgpu_hand_over / h.hand_over): nothing would reach the verifier", path.Join(e.Dir, m.Driver))
+		// never does leaves the verifier nothing to check. The hand-overs may be in a support
+		// file the driver includes (a module's shared bench).
+		if !v.handsOver(append([]string{m.Driver}, m.Support...)) {
+			v.errAt(v.key("verifier"), "verifier: true, but neither the driver %s nor its support files ever hand an output over (mgpu_hand_over / h.hand_over): nothing would reach the verifier", path.Join(e.Dir, m.Driver))
 		}
 	}
 	for i, s := range m.Support {
