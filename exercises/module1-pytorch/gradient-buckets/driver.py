@@ -17,6 +17,11 @@ every case.
 Performance (GPU): time of average_gradients against one all_reduce (+ divide) per tensor.
 Then "after-timing": new gradients in the timed tensors, one more call, checked, so a function
 that stops working after its first calls (when timed) fails.
+
+The checks are made by each rank's verifier, a second process that runs this file without the
+learner's module (docs/protocol.md §4, "The verifier"): the rank hands over every gradient
+(flattened into one tensor) and the sizes of the all-reduce calls it counted; the verifier
+makes the means from every rank's inputs, which the rank itself cannot make.
 """
 import math
 import sys
@@ -72,14 +77,17 @@ def call_bytes(call):
     return 0
 
 
-def exact_grads(shapes, it):
-    """Iteration it's gradients, the world size times whole numbers plus multiples of 1/1024
-    (means exact in float32, not in float16/bfloat16), and their means over ranks."""
-    grads = [(h.exact(s, iter=it, salt=k) + h.exact(s, iter=it, salt=k + 1000) / 1024) * h.world
-             for k, s in enumerate(shapes)]
-    wants = [h.exact_sum(s, iter=it, salt=k) + h.exact_sum(s, iter=it, salt=k + 1000) / 1024
-             for k, s in enumerate(shapes)]
-    return grads, wants
+def own_grads(shapes, it):
+    """This rank's gradients of iteration it: the world size times whole numbers plus multiples
+    of 1/1024 (means exact in float32, not in float16/bfloat16)."""
+    return [(h.exact(s, iter=it, salt=k) + h.exact(s, iter=it, salt=k + 1000) / 1024) * h.world
+            for k, s in enumerate(shapes)]
+
+
+def mean_grads(shapes, it):
+    """The means over ranks of iteration it's gradients (the verifier's: every rank's inputs)."""
+    return [h.exact_sum(s, iter=it, salt=k) + h.exact_sum(s, iter=it, salt=k + 1000) / 1024
+            for k, s in enumerate(shapes)]
 
 
 def flat(ts):
@@ -91,37 +99,62 @@ AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers
                 "buffers included")
 
 h = mgpu_harness.init(default_cases={"small": 24, "odd": 27})
-learner = h.import_learner("buckets")
-h.init_process_group()
+learner = h.import_learner("buckets")  # None in the verifier
 routes = []
-for route in ALL_REDUCE_ROUTES:
-    try:
-        with h.count_calls([route]):
-            pass
-        routes.append(route)
-    except ValueError:
-        pass  # not in this torch
+if h.computes:
+    h.init_process_group()
+    for route in ALL_REDUCE_ROUTES:
+        try:
+            with h.count_calls([route]):
+                pass
+            routes.append(route)
+        except ValueError:
+            pass  # not in this torch
+
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank calls
+# average_gradients on its own gradients and hands over what they hold afterwards and the bytes
+# of every all-reduce it counted; its verifier, which never loads the learner's module and alone
+# knows the other ranks' inputs, makes the means and records the cases.
 
 for name, d in h.cases.items():
     shapes = transformer_shapes(d)
     nbytes = [math.prod(s) * 4 for s in shapes]
-    total = sum(nbytes)
     # Several buckets per case, and the embedding (the first gradient) bigger than one bucket.
     bucket = min(PERF_BUCKET, max(4096, nbytes[0] * 3 // 4))
     oversized = {b for b in nbytes if b > bucket}
     most = next_fit_buckets(nbytes, bucket)
     result = None
     for it in range(2):
-        grads, wants = exact_grads(shapes, it)
-        with h.count_calls(routes) as calls, h.forbid():
-            learner.average_gradients(grads, bucket)
-        r = h.compare(flat(grads), flat(wants))
+        got = sizes = None
+        if h.computes:
+            grads = own_grads(shapes, it)
+            with h.count_calls(routes) as calls, h.forbid():
+                learner.average_gradients(grads, bucket)
+            got = flat(grads)
+            del grads
+            sizes = [call_bytes(c) for c in calls]  # one entry per all-reduce call
+        got = h.hand_over(f"{name}/{it}/grads", got)
+        sizes = h.hand_over(f"{name}/{it}/allreduce-bytes", sizes)
+        if not h.verifies:
+            continue
+        wants = mean_grads(shapes, it)
+        r = h.compare(got, flat(wants))
         problems = []
         if not r.ok():
-            wrong = [k for k, (g, w) in enumerate(zip(grads, wants)) if not torch.equal(g, w)]
-            doubled = [k for k in wrong if torch.equal(grads[k], wants[k] * h.world)]
-            problems.append(f"iteration {it}: {len(wrong)} of {len(shapes)} gradients are wrong, "
-                            f"the first of them #{wrong[0]} of shape {tuple(shapes[wrong[0]])}")
+            numels = [w.numel() for w in wants]
+            wrong = doubled = []
+            if got.numel() == sum(numels):
+                parts = torch.split(got.reshape(-1), numels)
+                wrong = [k for k, (g, w) in enumerate(zip(parts, wants))
+                         if not torch.equal(g, w.reshape(-1))]
+                doubled = [k for k in wrong
+                           if torch.equal(parts[k], wants[k].reshape(-1) * h.world)]
+            if wrong:
+                problems.append(f"iteration {it}: {len(wrong)} of {len(shapes)} gradients are "
+                                f"wrong, the first of them #{wrong[0]} of shape "
+                                f"{tuple(shapes[wrong[0]])}")
+            else:
+                problems.append(f"iteration {it}: the gradients are wrong")
             if doubled and len(doubled) == len(wrong) and h.world > 1:
                 problems.append(f"they hold {h.world}x the mean: the sum over ranks; divide by "
                                 "the world size")
@@ -130,9 +163,9 @@ for name, d in h.cases.items():
                                 f"{r.max_abs:.3g}, where float32 is exact): was a bucket reduced "
                                 "in a lower precision (float16, bfloat16)? Keep the gradients' "
                                 "dtype")
-        sizes = [call_bytes(c) for c in calls]
-        if len(calls) > most:
-            problems.append(f"{len(calls)} all_reduce calls for {len(shapes)} gradients; filling "
+        del wants
+        if len(sizes) > most:
+            problems.append(f"{len(sizes)} all_reduce calls for {len(shapes)} gradients; filling "
                             f"buckets of {bucket} bytes in order needs only {most}")
         big = [s for s in sizes if s > bucket and s not in oversized]
         if big:
@@ -145,33 +178,42 @@ for name, d in h.cases.items():
         # collective calls whatever its own results.
         if result is None or result.ok():
             result = r
-    h.record(name, result)
+    if h.verifies:
+        h.record(name, result)
 
 if h.timing:
     for pi, (name, d) in enumerate(h.perf_cases.items()):
         shapes = transformer_shapes(d)
-        grads_y = [h.exact(s, iter=100, salt=k) for k, s in enumerate(shapes)]
-        grads_b = [g.clone() for g in grads_y]
-        all_reduce = h.real("torch.distributed.all_reduce")
+        got = None
+        if h.computes:
+            grads_y = [h.exact(s, iter=100, salt=k) for k, s in enumerate(shapes)]
+            grads_b = [g.clone() for g in grads_y]
+            all_reduce = h.real("torch.distributed.all_reduce")
 
-        def per_tensor(i):
-            for g in grads_b:
-                all_reduce(g)
-                g.div_(h.world)
+            def per_tensor(i):
+                for g in grads_b:
+                    all_reduce(g)
+                    g.div_(h.world)
 
-        h.time_pair(name, bytes=sum(g.numel() * 4 for g in grads_y), factor=1, metric="time",
-                    yours=lambda i: learner.average_gradients(grads_y, PERF_BUCKET),
-                    baseline=per_tensor)
-        # New gradients in the timed tensors, one more call as the timed ones made, checked.
-        fresh, wants = exact_grads(shapes, 200 + pi)
-        for g, f in zip(grads_y, fresh):
-            g.copy_(f)
-        del fresh
-        with h.forbid():
-            learner.average_gradients(grads_y, PERF_BUCKET)
-        h.check_equal("after-timing", flat(grads_y), flat(wants),
-                      msg=f"performance case {name}: {AFTER_TIMING}")
-else:
+            h.time_pair(name, bytes=sum(g.numel() * 4 for g in grads_y), factor=1,
+                        metric="time",
+                        yours=lambda i: learner.average_gradients(grads_y, PERF_BUCKET),
+                        baseline=per_tensor)
+            del grads_b
+            # New gradients in the timed tensors, one more call as the timed ones made,
+            # checked by the verifier.
+            for g, f in zip(grads_y, own_grads(shapes, 200 + pi)):
+                g.copy_(f)
+            with h.forbid():
+                learner.average_gradients(grads_y, PERF_BUCKET)
+            got = flat(grads_y)
+            del grads_y
+        got = h.hand_over(f"after-timing/{name}", got)
+        if h.verifies:
+            h.check_equal("after-timing", got, flat(mean_grads(shapes, 200 + pi)),
+                          msg=f"performance case {name}: {AFTER_TIMING}")
+        del got
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())

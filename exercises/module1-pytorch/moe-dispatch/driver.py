@@ -8,7 +8,7 @@ them in the original order. Ranks hold different numbers of tokens and routing i
 the split sizes are uneven and some are zero.
 
 The driver's "expert" on rank e multiplies its rows by a whole number from 2 to 9 drawn from
-the run's seed, e and the iteration (expert_factor), so combine's result can only come from the
+rank e's own inputs of the iteration (expert_factor), so combine's result can only come from the
 rows sent back, not be recomputed from the inputs. The learner gets copies of the tokens and
 destinations, so changing them in place cannot change what the driver expects. Rows are
 integer-valued float32:
@@ -20,6 +20,12 @@ Performance (GPU, bfloat16): dispatch + combine against an all_gather-based exch
 token to every rank, then reduce_scatter back). Then "after-timing": the rows of the last timed
 call, then new rows and destinations in the timed tensors and one more call, both checked, so
 code that stops working after its first calls (when timed) fails.
+
+The checks are made by each rank's verifier, a second process that runs this file without the
+learner's module (docs/protocol.md §4, "The verifier"): the rank hands over what dispatch
+returned and what combine returned; the verifier makes every rank's tokens, destinations and
+expert factors from the seed, hence the rows this rank must receive, which the rank itself
+cannot make.
 """
 import sys
 
@@ -32,8 +38,9 @@ PERF_D = 4096
 
 
 def expert_factor(e, it):
-    """What the expert on rank e multiplies its rows by in iteration it: 2 to 9."""
-    return 2 + (h.seed % 1000003 * 31 + e * 7 + it * 13) % 8
+    """What the expert on rank e multiplies its rows by in iteration it: 2 to 9, from rank e's
+    own inputs (the rank makes its own; the verifier every rank's)."""
+    return 2 + int(h.exact(1, rank=e, iter=it, salt=2).item() + 64) % 8
 
 
 def tokens_of(r, name, n, it, d):
@@ -50,27 +57,44 @@ def tokens_of(r, name, n, it, d):
     return x, dest
 
 
+def perf_tokens(n, it):
+    """This rank's rows (bfloat16, whole numbers: exact) and destinations, spread evenly, for the
+    timed calls (it = 100) and the call after them (it = 200)."""
+    x = h.exact((n, PERF_D), iter=it, dtype=torch.bfloat16)
+    dest = ((h.exact((n,), iter=it, salt=1) + 64) % h.world).to(torch.int64)
+    return x, dest
+
+
 AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
                 "result")
 
 
-def after_timing(name, x, dest, last, exchange):
+def after_timing(name, n, x=None, dest=None, last=None, exchange=None):
     """The rows of the last timed call (x and dest had not changed), then new rows and
-    destinations in x and dest and one more call as the timed ones made, both compared exactly
-    with what the experts make of each row: row i times dest[i] + 2; one record."""
-    def want():
+    destinations in x and dest and one more call as the timed ones made (in the rank), both
+    compared exactly (by the verifier) with what the experts make of each row: row i times
+    dest[i] + 2; one record."""
+    back = None
+    last = h.hand_over(f"after-timing/{name}/last", last)
+    if h.computes:
+        x2, dest2 = perf_tokens(n, 200)
+        x.copy_(x2)
+        dest.copy_(dest2)
+        del x2, dest2
+        with h.forbid():
+            back = exchange()
+    back = h.hand_over(f"after-timing/{name}/fresh", back)
+    if not h.verifies:
+        return
+
+    def want(it):
+        x, dest = perf_tokens(n, it)
         return x * (dest + 2).to(x.dtype).unsqueeze(1)
 
-    r = h.compare(last, want())
+    r = h.compare(last, want(100))
     if not r.ok():
         r.msg_parts.append("the rows returned by the last timed call were wrong")
-    n = x.shape[0]
-    x.copy_(h.exact(x.shape, iter=200))
-    dest.copy_(((h.exact((n,), iter=200, salt=1) + 64) % h.world).to(dest.dtype))
-    w = want()
-    with h.forbid():
-        back = exchange()
-    r2 = h.compare(back, w)
+    r2 = h.compare(back, want(200))
     if not r2.ok():
         r2.msg_parts.append(AFTER_TIMING)
     r.add(r2)
@@ -82,52 +106,73 @@ def after_timing(name, x, dest, last, exchange):
 
 h = mgpu_harness.init(default_cases={"tiny": 3, "uneven": 1000, "empty-rank0": 50,
                                      "one-expert": 64})
-learner = h.import_learner("moe")
-h.init_process_group()
+learner = h.import_learner("moe")  # None in the verifier
+if h.computes:
+    h.init_process_group()
+
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank dispatches its own
+# tokens, applies its expert, combines, and hands over what dispatch and combine returned; its
+# verifier, which never loads the learner's module and alone knows the other ranks' tokens,
+# makes the expected rows and records the cases.
 
 for name, n in h.cases.items():
     result = None
     for it in range(2):
+        recv = back = None
+        if h.computes:
+            x, dest = tokens_of(h.rank, name, n, it, D)
+            with h.forbid():
+                recv, state = learner.dispatch(x.clone(), dest.clone())
+        # Handed over before combine runs, as the rank saw it then.
+        recv = h.hand_over(f"{name}/{it}/recv", recv)
+        if h.computes:
+            # combine runs whatever dispatch returned: every rank must make the same collective
+            # calls, whatever its own results.
+            out = recv * expert_factor(h.rank, it)  # the expert
+            with h.forbid():
+                back = learner.combine(out, state)
+            del x, dest, out, state
+        back = h.hand_over(f"{name}/{it}/back", back)
+        if not h.verifies:
+            continue
         x, dest = tokens_of(h.rank, name, n, it, D)
-        with h.forbid():
-            recv, state = learner.dispatch(x.clone(), dest.clone())
-        want_recv = torch.cat([tokens_of(r, name, n, it, D)[0][tokens_of(r, name, n, it, D)[1]
-                                                              == h.rank]
-                               for r in range(h.world)])
+        want_recv = []
+        for src in range(h.world):
+            xs, ds = tokens_of(src, name, n, it, D)
+            want_recv.append(xs[ds == h.rank])
+        want_recv = torch.cat(want_recv)
         r = h.compare(recv, want_recv)
         if not r.ok():
             r.msg_parts.append(
                 f"iteration {it}: dispatch returned the wrong rows: expected {want_recv.shape[0]} "
                 "rows, those sent to this rank grouped by source rank (rank 0 first), each group "
                 "in the sender's order")
-        # combine runs whatever dispatch returned: every rank must make the same collective
-        # calls, whatever its own results.
-        out = recv * expert_factor(h.rank, it)  # the expert
-        with h.forbid():
-            back = learner.combine(out, state)
         factors = torch.tensor([expert_factor(e, it) for e in range(h.world)],
                                dtype=x.dtype, device=x.device)
         want = x * factors[dest].unsqueeze(1)
         rc = h.compare(back, want)
         if not rc.ok() and r.ok():
             msg = f"iteration {it}: combine returned the wrong rows"
-            if back.shape == want.shape and torch.equal(torch.sort(back.sum(1)).values,
-                                                         torch.sort(want.sum(1)).values):
+            if isinstance(back, torch.Tensor) and back.shape == want.shape \
+                    and torch.equal(torch.sort(back.sum(1)).values,
+                                    torch.sort(want.sum(1)).values):
                 msg += (": the right rows in the wrong order; put each back where its token "
                         "was in the input")
             rc.msg_parts.append(msg)
         r.add(rc)  # one case: what was received, then what came back
         if result is None or result.ok():
             result = r
-    h.record(name, result)
+    if h.verifies:
+        h.record(name, result)
 
 if h.timing:
-    all_gather = h.real("torch.distributed.all_gather_into_tensor")
-    reduce_scatter = h.real("torch.distributed.reduce_scatter_tensor")
     for name, n in h.perf_cases.items():
-        g = torch.Generator(device=h.device).manual_seed(h.seed % 2**31 + h.rank)
-        x = torch.randn(n, PERF_D, device=h.device, generator=g).to(torch.bfloat16)
-        dest = torch.randint(0, h.world, (n,), device=h.device, generator=g)
+        if not h.computes:
+            after_timing(name, n)
+            continue
+        all_gather = h.real("torch.distributed.all_gather_into_tensor")
+        reduce_scatter = h.real("torch.distributed.reduce_scatter_tensor")
+        x, dest = perf_tokens(n, 100)
 
         def yours(i):
             recv, state = learner.dispatch(x, dest)
@@ -153,8 +198,9 @@ if h.timing:
 
         h.time_pair(name, bytes=n * PERF_D * 2, factor=1, metric="time", yours=yours,
                     baseline=gathered)
-        after_timing(name, x, dest, last[0], lambda: yours(0))
-else:
+        del all_x, all_dest, back_all, back
+        after_timing(name, n, x, dest, last[0], lambda: yours(0))
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())

@@ -14,12 +14,21 @@ Performance (GPU): time of one training step (forward, backward, wait, SGD step)
 torch's DistributedDataParallel on the same model and batch. Then "after-timing": new weights
 and a new batch in the timed model and tensors, one more backward and wait(), the gradients
 checked, so a GradientSync that stops reducing after its first steps (when timed) fails.
+
+The weights every rank starts from are rank 0's inputs, broadcast by rank 0 (as DDP does when
+it wraps a model); each rank's slice of the batch is its own input. The checks are made by each
+rank's verifier, a second process that runs this file without the learner's module
+(docs/protocol.md §4, "The verifier"): the rank hands over its parameters after training (and,
+after timing, its gradients) and what it counted of the all-reduces; the verifier trains the
+single-process reference on the whole batch, made from every rank's inputs, which the rank
+itself cannot make.
 """
 import copy
 import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 
 import mgpu_harness
@@ -38,23 +47,49 @@ WAIT = "torch.distributed.Work.wait"
 COUNTED = [PUBLIC, LAUNCH, WAIT]
 
 
-def make_mlp(width, depth, seed, device):
-    g = torch.Generator().manual_seed(seed)
+def make_mlp(width, depth, it, reference=False):
+    """The model every rank starts from: its weights are rank 0's inputs of iteration it, made by
+    rank 0 and broadcast to the others in the ranks (DDP does the same when it wraps a model).
+    reference=True (behind h.verifies) makes the same model from the seed, with no collective:
+    the reference a verifier trains, or a rank run without one. Weights uniform in about
+    +-1/sqrt(width), biases in +-0.1."""
     layers = []
     for i in range(depth):
-        lin = nn.Linear(width, width)
-        with torch.no_grad():
-            lin.weight.copy_(torch.randn(width, width, generator=g) / width**0.5)
-            lin.bias.copy_(torch.randn(width, generator=g) * 0.1)
-        layers += [lin, nn.Tanh()] if i < depth - 1 else [lin]
-    return nn.Sequential(*layers).to(device)
+        layers.append(nn.Linear(width, width, device=h.device))
+        if i < depth - 1:
+            layers.append(nn.Tanh())
+    model = nn.Sequential(*layers)
+    params = list(model.parameters())
+    shared = h.computes and not reference
+    if shared and h.rank != 0:
+        flat = torch.empty(sum(p.numel() for p in params), device=h.device)
+    else:
+        parts = []
+        for k, p in enumerate(params):
+            scale = 64 * width**0.5 if p.dim() == 2 else 640
+            parts.append(h.exact(p.numel(), rank=0, iter=it, salt=k) / scale)
+        flat = torch.cat(parts)
+    if shared:
+        dist.broadcast(flat, 0)
+    with torch.no_grad():
+        off = 0
+        for p in params:
+            p.copy_(flat[off:off + p.numel()].view_as(p))
+            off += p.numel()
+    return model
 
 
-def batch(width, rows, seed, step, device):
-    g = torch.Generator().manual_seed(seed * 1000003 + step)
-    x = torch.randn(rows, width, generator=g)
-    y = torch.randn(rows, width, generator=g)
-    return x.to(device), y.to(device)
+def batch_of(r, width, rows, it, salt=0):
+    """Rank r's slice of a batch (inputs and targets in [-1, 1]): rank r's own inputs."""
+    x = h.exact((rows, width), rank=r, iter=it, salt=100 + 2 * salt) / 64
+    y = h.exact((rows, width), rank=r, iter=it, salt=101 + 2 * salt) / 64
+    return x, y
+
+
+def whole_batch(width, rows, it, salt=0):
+    """The batch of every rank, rank 0's rows first (the verifier's)."""
+    parts = [batch_of(r, width, rows, it, salt) for r in range(h.world)]
+    return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
 
 
 def reduced_bytes(call):
@@ -65,108 +100,136 @@ def reduced_bytes(call):
     return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
 
 
+def flat_grads(model):
+    """Every p.grad, flattened into one tensor (NaN for a parameter without one)."""
+    return torch.cat([(p.grad if p.grad is not None else torch.full_like(p, float("nan")))
+                      .detach().reshape(-1) for p in model.parameters()])
+
+
 AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
                 "result: every call must do the whole work, repeated calls with the same "
                 "buffers included")
 
 
-def after_timing(name, model, sync, x, y, width):
+def after_timing(name, pi, width, model=None, sync=None, x=None, y=None):
     """New weights and a new batch in the timed model and tensors, one more backward and wait()
-    as the timed steps made them, and every p.grad compared with the mean over ranks of the
-    same backward run by the driver on a copy of the model (same local gradients, summed by
-    one all_reduce per tensor, so only the order of the sum over ranks may differ)."""
-    fresh = make_mlp(width, PERF_DEPTH, seed + 1, h.device)
-    with torch.no_grad():
-        for p, q in zip(model.parameters(), fresh.parameters()):
-            p.copy_(q)
-        x2, y2 = batch(width, x.shape[0], seed + h.rank, 1, h.device)
-        x.copy_(x2)
-        y.copy_(y2)
-    with h.forbid():
-        loss_fn(model(x), y).backward()
-        sync.wait()
-    loss_fn(fresh(x), y).backward()
-    all_reduce = h.real("torch.distributed.all_reduce")
-    for q in fresh.parameters():
-        all_reduce(q.grad)
-        q.grad.div_(h.world)
-    got = torch.cat([(p.grad if p.grad is not None else torch.full_like(p, float("nan")))
-                     .detach().reshape(-1) for p in model.parameters()])
-    want = torch.cat([q.grad.reshape(-1) for q in fresh.parameters()])
+    as the timed steps made them (in the rank), and every p.grad compared with the mean over
+    ranks of the same backward, which the verifier runs for every rank's slice of the batch."""
+    got = None
+    if h.computes:
+        fresh = make_mlp(width, PERF_DEPTH, 200 + pi)
+        with torch.no_grad():
+            for p, q in zip(model.parameters(), fresh.parameters()):
+                p.copy_(q)
+            x2, y2 = batch_of(h.rank, width, x.shape[0], 200 + pi)
+            x.copy_(x2)
+            y.copy_(y2)
+        del fresh, x2, y2
+        with h.forbid():
+            loss_fn(model(x), y).backward()
+            sync.wait()
+        got = flat_grads(model)
+        for p in model.parameters():
+            p.grad = None
+    got = h.hand_over(f"after-timing/{name}/grads", got)
+    if not h.verifies:
+        return
+    fresh = make_mlp(width, PERF_DEPTH, 200 + pi, reference=True)
+    for r in range(h.world):
+        xr, yr = batch_of(r, width, PERF_ROWS_PER_RANK, 200 + pi)
+        loss_fn(fresh(xr), yr).backward()  # accumulates: the sum over ranks
+        del xr, yr
+    want = torch.cat([q.grad.reshape(-1) for q in fresh.parameters()]).div_(h.world)
     scale = want.abs().max().item()
     h.check_equal("after-timing", got, want, tol=1e-5 * scale, rtol=1e-5,
                   msg=f"performance case {name}: {AFTER_TIMING} (the gradients after "
                   "backward and wait() are not the mean over ranks)")
-    for p in model.parameters():
-        p.grad = None
 
 
 h = mgpu_harness.init(default_cases={"small": 32, "odd": 33})
-learner = h.import_learner("overlap")
-h.init_process_group()
+learner = h.import_learner("overlap")  # None in the verifier
+if h.computes:
+    h.init_process_group()
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-seed = h.seed % 2**31
 loss_fn = nn.MSELoss()
 
-for name, width in h.cases.items():
-    model = make_mlp(width, DEPTH, seed, h.device)
-    ref = copy.deepcopy(model)
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank trains with the
+# learner's GradientSync on its own slice of the batch and hands over its parameters and what it
+# counted of the all-reduces at each step; its verifier, which never loads the learner's module
+# and alone knows the other ranks' slices, trains the reference and records the cases.
+
+for ci, (name, width) in enumerate(h.cases.items()):
+    model = make_mlp(width, DEPTH, ci)
     nparams = sum(p.numel() for p in model.parameters())
     bucket = max(1024, nparams * 4 // 3)  # about three buckets
-    with h.forbid():
-        sync = learner.GradientSync(model, bucket)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    rows = ROWS_PER_RANK * h.world
-    problems = []
     limit = bucket + max(p.numel() * p.element_size() for p in model.parameters())
-    for step in range(STEPS):
-        x, y = batch(width, rows, seed, step, h.device)
-        lo, hi = h.rank * ROWS_PER_RANK, (h.rank + 1) * ROWS_PER_RANK
-        if step == LATE_STEP and h.rank != 0:
-            # The other ranks start backward late, so rank 0's all-reduces cannot finish before
-            # its wait() runs: a wait() that reads the buffers without waiting on the handles
-            # reads unreduced gradients.
-            time.sleep(LATE_S)
-        with h.count_calls(COUNTED) as during, h.forbid():
-            loss_fn(model(x[lo:hi]), y[lo:hi]).backward()
-        with h.count_calls(COUNTED) as after, h.forbid():
-            sync.wait()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        loss_fn(ref(x), y).backward()
-        ref_opt.step()
-        ref_opt.zero_grad(set_to_none=True)
-        # Every dist.all_reduce goes through ProcessGroup.allreduce, whatever name the learner's
-        # code reached it by, so the launches are counted there.
-        launched = [c for c in during if c.name == LAUNCH]
-        n_during = len(launched)
-        total = n_during + sum(1 for c in after if c.name == LAUNCH)
-        big = max((reduced_bytes(c) for c in launched), default=0)
-        blocking = [c for c in during if c.name == PUBLIC and not c.arg(4, "async_op", False)]
-        waited = [c for c in during if c.name == WAIT]
+    got = seen = None
+    if h.computes:
+        with h.forbid():
+            sync = learner.GradientSync(model, bucket)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        seen = []  # per step, what the driver counted of the all-reduces
+        for step in range(STEPS):
+            x, y = batch_of(h.rank, width, ROWS_PER_RANK, ci, step)
+            if step == LATE_STEP and h.rank != 0:
+                # The other ranks start backward late, so rank 0's all-reduces cannot finish
+                # before its wait() runs: a wait() that reads the buffers without waiting on the
+                # handles reads unreduced gradients.
+                time.sleep(LATE_S)
+            with h.count_calls(COUNTED) as during, h.forbid():
+                loss_fn(model(x), y).backward()
+            with h.count_calls(COUNTED) as after, h.forbid():
+                sync.wait()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            # Every dist.all_reduce goes through ProcessGroup.allreduce, whatever name the
+            # learner's code reached it by, so the launches are counted there.
+            launched = [c for c in during if c.name == LAUNCH]
+            seen.append({
+                "during": len(launched),
+                "total": len(launched) + sum(1 for c in after if c.name == LAUNCH),
+                "big": max((reduced_bytes(c) for c in launched), default=0),
+                "blocking": sum(1 for c in during
+                                if c.name == PUBLIC and not c.arg(4, "async_op", False)),
+                "waited": sum(1 for c in during if c.name == WAIT),
+            })
+        got = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    got = h.hand_over(f"{name}/params", got)
+    seen = h.hand_over(f"{name}/allreduce-counts", seen)
+    if not h.verifies:
+        continue
+    problems = []
+    for step, s in enumerate(seen):
         if problems:
-            pass
-        elif h.world > 1 and total == 0:
+            break
+        if h.world > 1 and s["total"] == 0:
             problems.append(f"step {step}: the driver saw no all-reduce at all: reduce each "
                             "bucket with dist.all_reduce(flat, async_op=True)")
-        elif total > 1 and n_during < total - 1:
-            problems.append(f"step {step}: only {n_during} of {total} all_reduce calls were "
-                            "launched during backward: launch each bucket from the gradient "
-                            "hooks as soon as its last gradient is ready")
-        elif total >= 1 and n_during == 0:
+        elif s["total"] > 1 and s["during"] < s["total"] - 1:
+            problems.append(f"step {step}: only {s['during']} of {s['total']} all_reduce calls "
+                            "were launched during backward: launch each bucket from the "
+                            "gradient hooks as soon as its last gradient is ready")
+        elif s["total"] >= 1 and s["during"] == 0:
             problems.append(f"step {step}: no all_reduce was launched during backward")
-        elif blocking or waited:
+        elif s["blocking"] or s["waited"]:
             problems.append(f"step {step}: backward waited for an all-reduce (a dist.all_reduce "
                             "without async_op=True, or handle.wait() inside a hook): nothing "
                             "overlaps; keep the handles and wait on them in wait()")
-        elif big > limit:
-            problems.append(f"step {step}: one all-reduce carried {big} bytes, more than "
+        elif s["big"] > limit:
+            problems.append(f"step {step}: one all-reduce carried {s['big']} bytes, more than "
                             f"bucket_bytes ({bucket}) plus one parameter: cut the parameters "
                             "into buckets of about bucket_bytes so that the first buckets "
                             "start while backward still runs")
-    got = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    # The reference: the same model trained in one process on the whole batch (a model of its
+    # own: run without a verifier, `model` is the one the learner's hooks trained).
+    ref = make_mlp(width, DEPTH, ci, reference=True)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(STEPS):
+        x, y = whole_batch(width, ROWS_PER_RANK, ci, step)
+        loss_fn(ref(x), y).backward()
+        ref_opt.step()
+        ref_opt.zero_grad(set_to_none=True)
     want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
     result = h.compare(got, want, tol=1e-6, rtol=1e-5)
     if not result.ok():
@@ -180,34 +243,38 @@ for name, width in h.cases.items():
     h.record(name, result)
 
 if h.timing:
-    from torch.nn.parallel import DistributedDataParallel as DDP
+    for pi, (name, width) in enumerate(h.perf_cases.items()):
+        if h.computes:
+            from torch.nn.parallel import DistributedDataParallel as DDP
 
-    for name, width in h.perf_cases.items():
-        model = make_mlp(width, PERF_DEPTH, seed, h.device)
-        base = DDP(copy.deepcopy(model), device_ids=[h.device.index] if h.on_gpu else None,
-                   bucket_cap_mb=PERF_BUCKET / 2**20)
-        with h.forbid():
-            sync = learner.GradientSync(model, PERF_BUCKET)
-        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-        base_opt = torch.optim.SGD(base.parameters(), lr=1e-4)
-        x, y = batch(width, PERF_ROWS_PER_RANK, seed + h.rank, 0, h.device)
+            model = make_mlp(width, PERF_DEPTH, 100 + pi)
+            base = DDP(copy.deepcopy(model), device_ids=[h.device.index] if h.on_gpu else None,
+                       bucket_cap_mb=PERF_BUCKET / 2**20)
+            with h.forbid():
+                sync = learner.GradientSync(model, PERF_BUCKET)
+            opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+            base_opt = torch.optim.SGD(base.parameters(), lr=1e-4)
+            x, y = batch_of(h.rank, width, PERF_ROWS_PER_RANK, 100 + pi)
 
-        def yours(i):
-            loss_fn(model(x), y).backward()
-            sync.wait()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            def yours(i):
+                loss_fn(model(x), y).backward()
+                sync.wait()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
 
-        def baseline(i):
-            loss_fn(base(x), y).backward()
-            base_opt.step()
-            base_opt.zero_grad(set_to_none=True)
+            def baseline(i):
+                loss_fn(base(x), y).backward()
+                base_opt.step()
+                base_opt.zero_grad(set_to_none=True)
 
-        nbytes = sum(p.numel() * 4 for p in model.parameters())
-        h.time_pair(name, bytes=nbytes, factor=1, metric="time", yours=yours,
-                    baseline=baseline, iters=1)
-        after_timing(name, model, sync, x, y, width)
-else:
+            nbytes = sum(p.numel() * 4 for p in model.parameters())
+            h.time_pair(name, bytes=nbytes, factor=1, metric="time", yours=yours,
+                        baseline=baseline, iters=1)
+            del base, base_opt
+            after_timing(name, pi, width, model, sync, x, y)
+        else:
+            after_timing(name, pi, width)
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())

@@ -16,19 +16,29 @@ Performance (GPU, bfloat16): forward time against the same full MLP on one GPU d
 number of ranks (perfect scaling), so the ratio is the scaling efficiency T1 / (N * TN). Then
 "after-timing": the last timed call's output, then new data in the timed input and one more
 call, both checked, so a forward that stops working after its first calls (when timed) fails.
+
+The weights and the input, the same on every rank, are rank 0's inputs, broadcast by rank 0.
+The checks are made by each rank's verifier, a second process that runs this file without the
+learner's module (docs/protocol.md §4, "The verifier"): the rank hands over the outputs of
+forward and what it alone can see (how many numbers the module keeps alive, how many
+all-reduces forward made); the verifier makes the weights, the input and the float64
+reference from the seed.
 """
 import gc
+import math
 import statistics
 import sys
 import warnings
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 import mgpu_harness
 
 TOKENS = 16
 PERF_TOKENS = 4096
+UNIT = 3**0.5 / 64  # h.exact's whole numbers in [-64, 64] times UNIT: uniform, variance 1
 
 
 def hidden_of(d):
@@ -36,19 +46,41 @@ def hidden_of(d):
     return 4 * d + (2 if d % 2 else 0)
 
 
-def weights(d, dtype, device, salt):
-    g = torch.Generator().manual_seed(salt)
+def from_rank0(shapes, scales, it, salt=0):
+    """Tensors every rank holds alike: rank 0's inputs of iteration it (salt, salt + 1, ... for
+    the shapes in turn) times the scales, made by rank 0 and broadcast to the other ranks in
+    the ranks, made from the seed in the verifier. Each its own copy, in the run's dtype."""
+    sizes = [math.prod(s) for s in shapes]
+    if h.computes and h.rank != 0:
+        flat = torch.empty(sum(sizes), dtype=dtype, device=h.device)
+    else:
+        flat = torch.cat([(h.exact(n, rank=0, iter=it, salt=salt + k) * sc).to(dtype)
+                          for k, (n, sc) in enumerate(zip(sizes, scales))])
+    if h.computes and h.world > 1:
+        dist.broadcast(flat, 0)
+    return [t.view(s).clone() for t, s in zip(torch.split(flat, sizes), shapes)]
+
+
+def weights(d, it):
+    """w1, b1, w2, b2 with the variances of randn / sqrt(fan_in), 0.1 randn and randn."""
     hidden = hidden_of(d)
-    w1 = torch.randn(hidden, d, generator=g) / d**0.5
-    b1 = torch.randn(hidden, generator=g) * 0.1
-    w2 = torch.randn(d, hidden, generator=g) / hidden**0.5
-    b2 = torch.randn(d, generator=g)
-    return [t.to(device=device, dtype=dtype) for t in (w1, b1, w2, b2)]
+    return from_rank0([(hidden, d), (hidden,), (d, hidden), (d,)],
+                      [UNIT / d**0.5, UNIT * 0.1, UNIT / hidden**0.5, UNIT], it)
+
+
+def replicated_input(tokens, d, it, salt):
+    """The same input on every rank (tensor parallelism splits the weights, not the tokens)."""
+    return from_rank0([(tokens, d)], [UNIT], it, salt)[0]
 
 
 def reference(x, w1, b1, w2, b2):
     c = [t.to(torch.float64) for t in (x, w1, b1, w2, b2)]
     return F.gelu(c[0] @ c[1].T + c[2]) @ c[3].T + c[4]
+
+
+def as_f64(y):
+    """y in float64 for the comparison (anything else is left to compare()'s message)."""
+    return y.to(torch.float64) if isinstance(y, torch.Tensor) else y
 
 
 def live_storages():
@@ -97,28 +129,31 @@ AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers
                 "result")
 
 
-def replicated_input(tokens, d, salt):
-    """The same input on every rank (tensor parallelism splits the weights, not the tokens)."""
-    g = torch.Generator().manual_seed(salt)
-    return torch.randn(tokens, d, generator=g).to(device=h.device, dtype=dtype)
-
-
-def after_timing(name, mlp, x, last, w):
+def after_timing(name, pi, d, mlp=None, x=None, last=None):
     """The output of the last timed call (x had not changed), then new data in x and one more
-    call as the timed ones made, both compared with the float64 reference; one record."""
-    def check(y, want):
-        return h.compare(y.to(torch.float64), want, tol=rtol * want.pow(2).mean().sqrt().item(),
+    call as the timed ones made (in the rank), both compared by the verifier with the float64
+    reference; one record."""
+    y = None
+    last = h.hand_over(f"after-timing/{name}/last", last)
+    if h.computes:
+        x.copy_(replicated_input(x.shape[0], x.shape[1], 100 + pi, 11))
+        with h.forbid():
+            with torch.no_grad():
+                y = mlp(x)
+    y = h.hand_over(f"after-timing/{name}/fresh", y)
+    if not h.verifies:
+        return
+    w = weights(d, 100 + pi)
+
+    def check(got, x):
+        want = reference(x, *w)
+        return h.compare(as_f64(got), want, tol=rtol * want.pow(2).mean().sqrt().item(),
                          rtol=rtol)
 
-    r = check(last, reference(x, *w))
+    r = check(last, replicated_input(PERF_TOKENS, d, 100 + pi, 10))
     if not r.ok():
         r.msg_parts.append("the output of the last timed call was wrong")
-    x.copy_(replicated_input(x.shape[0], x.shape[1], seed * 7 + 200))
-    want = reference(x, *w)
-    with h.forbid():
-        with torch.no_grad():
-            y = mlp(x)
-    r2 = check(y, want)
+    r2 = check(y, replicated_input(PERF_TOKENS, d, 100 + pi, 11))
     if not r2.ok():
         r2.msg_parts.append(AFTER_TIMING)
     r.add(r2)
@@ -129,75 +164,98 @@ def after_timing(name, mlp, x, last, w):
 
 
 h = mgpu_harness.init(default_cases={"small": 48, "wide": 96})
-learner = h.import_learner("tp_mlp")
-h.init_process_group()
+learner = h.import_learner("tp_mlp")  # None in the verifier
+if h.computes:
+    h.init_process_group()
 dtype = torch.bfloat16 if h.on_gpu else torch.float32
 rtol = 2e-2 if h.on_gpu else 1e-4
-seed = h.seed % 2**31
 
-for name, d in h.cases.items():
-    w1, b1, w2, b2 = weights(d, dtype, h.device, seed + d)
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank builds ParallelMLP from
+# the weights rank 0 broadcast, calls forward and hands over its outputs, the numbers the module
+# keeps alive and the all-reduces forward made; its verifier, which never loads the learner's
+# module, makes the weights, the inputs and the reference from the seed and records the cases.
+
+for ci, (name, d) in enumerate(h.cases.items()):
+    hidden = hidden_of(d)
+    kept = None
+    if h.computes:
+        w = weights(d, ci)
+        mlp = None
+        gc.collect()
+        before = live_storages()
+        given = [t.clone() for t in w]
+        with h.forbid():
+            mlp = learner.ParallelMLP(*given)
+        del given
+        gc.collect()
+        # Numbers in storages that appeared while the module was built and are still alive.
+        new = sum(st.nbytes() for k, st in live_storages().items() if k not in before)
+        del before
+        kept = max(held_values(mlp), new // w[0].element_size())
+        del w
+    kept = h.hand_over(f"{name}/kept", kept)
     problems = []
-    mlp = y = None
-    gc.collect()
-    before = live_storages()
-    given = [t.clone() for t in (w1, b1, w2, b2)]
-    with h.forbid():
-        mlp = learner.ParallelMLP(*given)
-    del given
-    gc.collect()
-    # Numbers in storages that appeared while the module was built and are still alive.
-    new = sum(st.nbytes() for k, st in live_storages().items() if k not in before)
-    del before
-    kept = max(held_values(mlp), new // w1.element_size())
-    most_units = -(-w1.shape[0] // h.world)  # hidden units of the largest shard
-    allowed = most_units * (2 * d + 1) + d
-    if kept > allowed:
-        problems.append(f"this rank keeps {kept} numbers alive after building ParallelMLP; "
-                        f"its shard is {allowed} (w1 rows, b1, w2 columns for 1/{h.world} of "
-                        "the hidden units, plus b2): keep only your shard, as copies (a view "
-                        "such as w1[lo:hi] keeps the whole of w1 alive), and no reference to "
-                        "the full weights anywhere")
+    if h.verifies:
+        w1, b1, w2, b2 = weights(d, ci)
+        most_units = -(-hidden // h.world)  # hidden units of the largest shard
+        allowed = most_units * (2 * d + 1) + d
+        if kept > allowed:
+            problems.append(f"this rank keeps {kept} numbers alive after building ParallelMLP; "
+                            f"its shard is {allowed} (w1 rows, b1, w2 columns for 1/{h.world} "
+                            "of the hidden units, plus b2): keep only your shard, as copies (a "
+                            "view such as w1[lo:hi] keeps the whole of w1 alive), and no "
+                            "reference to the full weights anywhere")
     result = None
     for it in range(2):
-        g = torch.Generator().manual_seed(seed * 7 + it)
-        x = torch.randn(TOKENS, d, generator=g).to(device=h.device, dtype=dtype)
-        want = reference(x, w1, b1, w2, b2)
-        with h.count_calls(["ProcessGroup.allreduce"]) as calls, h.forbid():
-            with torch.no_grad():
-                y = mlp(x.clone())
+        y = ncalls = None
+        if h.computes:
+            x = replicated_input(TOKENS, d, ci, 10 + it)
+            with h.count_calls(["ProcessGroup.allreduce"]) as calls, h.forbid():
+                with torch.no_grad():
+                    y = mlp(x.clone())
+            ncalls = len(calls)
+            del x
+        y = h.hand_over(f"{name}/{it}/y", y)
+        ncalls = h.hand_over(f"{name}/{it}/allreduce-calls", ncalls)
+        if not h.verifies:
+            continue
+        want = reference(replicated_input(TOKENS, d, ci, 10 + it), w1, b1, w2, b2)
         scale = want.pow(2).mean().sqrt().item()
-        r = h.compare(y.to(torch.float64), want, tol=rtol * scale, rtol=rtol)
+        r = h.compare(as_f64(y), want, tol=rtol * scale, rtol=rtol)
         if result is None or result.ok():
             result = r
         if problems:
-            continue  # report the first iteration's problems; keep calling forward
-        if len(calls) != 1:
-            problems.append(f"forward made {len(calls)} all_reduce calls; column-parallel then "
+            continue  # report the first iteration's problems; keep checking the outputs
+        if ncalls != 1:
+            problems.append(f"forward made {ncalls} all_reduce calls; column-parallel then "
                             "row-parallel needs exactly one, on the second layer's output")
         if not r.ok():
-            diff = y.to(torch.float64) - want
+            diff = as_f64(y) - want if isinstance(y, torch.Tensor) else None
             extra = b2.to(torch.float64) * (h.world - 1)
-            if h.world > 1 and torch.allclose(diff, extra.expand_as(diff),
-                                              rtol=rtol, atol=rtol * scale):
+            if h.world > 1 and diff is not None and diff.shape == want.shape \
+                    and torch.allclose(diff, extra.expand_as(diff), rtol=rtol, atol=rtol * scale):
                 problems.append(f"the output is off by {h.world - 1} x b2: b2 was added on every "
                                 "rank before the all-reduce; add it once, after")
             else:
                 problems.append(f"iteration {it}: the output differs from the single-device "
-                                f"MLP (hidden size {w1.shape[0]} on {h.world} ranks: do the "
+                                f"MLP (hidden size {hidden} on {h.world} ranks: do the "
                                 "shards cover every hidden unit when it does not divide "
                                 "evenly?)")
-    if problems:
-        result.bad = max(result.bad, 1)
-        result.msg_parts += problems
-    h.record(name, result)
+    if h.verifies:
+        if problems:
+            result.bad = max(result.bad, 1)
+            result.msg_parts += problems
+        h.record(name, result)
 
 if h.timing:
-    for name, d in h.perf_cases.items():
-        w1, b1, w2, b2 = weights(d, dtype, h.device, seed + d)
+    for pi, (name, d) in enumerate(h.perf_cases.items()):
+        if not h.computes:
+            after_timing(name, pi, d)
+            continue
+        w1, b1, w2, b2 = weights(d, 100 + pi)
         with h.forbid():
             mlp = learner.ParallelMLP(w1, b1, w2, b2)
-        x = replicated_input(PERF_TOKENS, d, seed * 7 + 100)
+        x = replicated_input(PERF_TOKENS, d, 100 + pi, 10)
 
         last = [None]
 
@@ -218,8 +276,8 @@ if h.timing:
             eff = statistics.median(b / y for y, b in zip(ys, bs))
             if h.rank == 0:
                 h.value(f"{name}: scaling efficiency T1/(N*TN) on {h.world} ranks", eff, "")
-        after_timing(name, mlp, x, last[0], (w1, b1, w2, b2))
-else:
+        after_timing(name, pi, d, mlp, x, last[0])
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())
