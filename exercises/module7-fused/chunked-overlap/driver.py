@@ -25,6 +25,11 @@ timed case, case "after-timing": the last timed call's result must still be A @ 
 inputs never changed), and one more call with new whole numbers written into the timed a and b
 must give the new product, so that a function that skips repeated work fails (bfloat16 results
 are compared with the float32 product, allowing for rounding: bf16_result).
+
+The checks are made by each rank's verifier, a second process that runs this file without the
+learner's module (docs/protocol.md §4, "The verifier"): the rank hands over every result of
+overlapped (the timed case's last one and the one after it too); the verifier makes the
+products from every rank's rows of A, which the rank itself cannot make.
 """
 import sys
 import time
@@ -38,6 +43,7 @@ ITERS = 2
 DELAY_S = 0.3
 PERF_M = 8192
 PERF_K = 8192
+PERF_ITER = 1 << 19   # iter of the timed data
 AFTER_ITER = 1 << 20  # iter of the after-timing data: no checked call used it
 
 
@@ -46,12 +52,18 @@ def dims(n):
 
 
 h = mgpu_harness.init(default_cases={"small": 8, "odd": 5})
-learner = h.import_learner("overlap")
-h.init_process_group()
+learner = h.import_learner("overlap")  # None in the verifier
+if h.computes:
+    h.init_process_group()
 torch.backends.cuda.matmul.allow_tf32 = False
 W, R = h.world, h.rank
 
-if W > 1:  # warm up the point-to-point path (NCCL connects lazily, blocking the host)
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank calls the learner and
+# hands its results over; its verifier, which never loads the learner's module and alone knows
+# every rank's inputs, makes the expected products and records the cases.
+
+# Warm up the point-to-point path (NCCL connects lazily, blocking the host).
+if h.computes and W > 1:
     t = torch.zeros(4, device=h.device)
     u = torch.empty_like(t)
     for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, t, (R + 1) % W),
@@ -65,19 +77,24 @@ for name, n in h.cases.items():
     result = None
     problems = []
     for it in range(ITERS):
-        a = h.exact((m, K), iter=it, salt=1)
-        b = h.exact((K, cols), iter=it, salt=2)  # this rank's own shard
-        blocks = [h.exact((m, K), rank=s, iter=it, salt=1, dtype=torch.float64)
-                  @ b.to(torch.float64) for s in range(W)]
+        y = None
+        if h.computes:
+            a_in = h.exact((m, K), iter=it, salt=1)
+            b_in = h.exact((K, cols), iter=it, salt=2)  # this rank's own shard
+            if h.on_gpu:
+                torch.cuda.synchronize()
+            dist.barrier()
+            if R != 0:
+                time.sleep(DELAY_S)  # rank 0 runs ahead: its chunks arrive late
+            with h.forbid():
+                y = learner.overlapped(a_in, b_in)
+        y = h.hand_over(f"{name}/{it}/y", y)
+        if not h.verifies:
+            continue
+        b = h.exact((K, cols), iter=it, salt=2, device=h.device, dtype=torch.float64)
+        blocks = [h.exact((m, K), rank=s, iter=it, salt=1, dtype=torch.float64) @ b
+                  for s in range(W)]
         want = torch.cat(blocks)
-        a_in, b_in = a.clone(), b.clone()
-        if h.on_gpu:
-            torch.cuda.synchronize()
-        dist.barrier()
-        if R != 0:
-            time.sleep(DELAY_S)  # rank 0 runs ahead: its chunks arrive late
-        with h.forbid():
-            y = learner.overlapped(a_in, b_in)
         r = h.compare(y, want)
         if result is None or (result.ok() and not r.ok()):
             result = r
@@ -99,16 +116,18 @@ for name, n in h.cases.items():
                             "receive finished? Wait on the transfer's handles (on a GPU: the "
                             "compute stream waits on its event) before the GEMM uses the "
                             "chunk, and write every chunk's rows")
+    if not h.verifies:
+        continue
     if problems:
         result.bad = max(result.bad, 1)
         result.msg_parts += problems
     h.record(name, result)
 
 
-def small(shape, rank, salt):
-    """Fresh whole numbers in [-4, 4] for the after-timing call (h.exact folded): exact in
+def small(shape, rank, it, salt):
+    """Whole numbers in [-4, 4] for the timed and after-timing calls (h.exact folded): exact in
     bfloat16, and their products' sums (K = 8192) exact in float32."""
-    return torch.remainder(h.exact(shape, rank=rank, iter=AFTER_ITER, salt=salt), 9) - 4
+    return torch.remainder(h.exact(shape, rank=rank, iter=it, salt=salt), 9) - 4
 
 
 def bf16_result(y, want, mag):
@@ -119,48 +138,54 @@ def bf16_result(y, want, mag):
     return h.compare(y, want, tol=mag * 2.0 ** -6)
 
 
-def after_timing(name, n, a, b, last):
-    """Case after-timing of perf case name: the last timed call's result (last["y"]; a and b
-    did not change), then new data in a and b and one more call as the timed ones made it,
-    each compared with the product computed here. The same collective calls on every rank."""
-    buf = torch.empty(W * a.shape[0], a.shape[1], dtype=a.dtype, device=h.device)
-
-    def want():
-        all_gather(buf, a)
-        full, bs = buf.float(), b.float()
-        return full @ bs, full.abs() @ bs.abs()
-
-    res = bf16_result(last.get("y"), *want())
-    a.copy_(small(a.shape, R, 1))
-    b.copy_(small(b.shape, R, 2))
-    ref = want()
-    with h.forbid():
-        y = learner.overlapped(a, b)
-    if h.on_gpu:
-        torch.cuda.synchronize()
-    h.record_after_timing(name, res, bf16_result(y, *ref), n=n)
+def product(m, K, cols, it):
+    """The verifier: A @ b_shard of the timed shapes' data of iteration it, and the sums of
+    its products' magnitudes (float32: exact for these whole numbers, TF32 off)."""
+    full = torch.cat([small((m, K), s, it, 1) for s in range(W)])
+    bs = small((K, cols), R, it, 2)
+    return full @ bs, full.abs() @ bs.abs()
 
 
 if h.timing:
     all_gather = h.real("torch.distributed.all_gather_into_tensor")
     for name, n in h.perf_cases.items():
         m, K, cols = PERF_M // W, PERF_K, n // W
-        a = torch.randint(-4, 5, (m, K), device=h.device).to(torch.bfloat16)
-        b = torch.randint(-4, 5, (K, cols), device=h.device).to(torch.bfloat16)
-        buf = torch.empty(W * m, K, dtype=a.dtype, device=h.device)
-        last = {}  # the last timed call's result
+        y_last = y_fresh = None
+        if h.computes:
+            a = small((m, K), R, PERF_ITER, 1).to(torch.bfloat16)
+            b = small((K, cols), R, PERF_ITER, 2).to(torch.bfloat16)
+            buf = torch.empty(W * m, K, dtype=a.dtype, device=h.device)
+            last = {}  # the last timed call's result
 
-        def yours(i):
-            last["y"] = learner.overlapped(a, b)
+            def yours(i):
+                last["y"] = learner.overlapped(a, b)
 
-        def baseline(i):
-            all_gather(buf, a)
-            buf @ b
+            def baseline(i):
+                all_gather(buf, a)
+                buf @ b
 
-        h.time_pair(name, bytes=W * m * K * a.element_size(), factor=(W - 1) / W,
-                    metric="time", yours=yours, baseline=baseline)
-        after_timing(name, n, a, b, last)
-else:
+            h.time_pair(name, bytes=W * m * K * a.element_size(), factor=(W - 1) / W,
+                        metric="time", yours=yours, baseline=baseline)
+            y_last = last.get("y")
+        # Case after-timing: the last timed call's result (a and b did not change), then new
+        # data in a and b and one more call as the timed ones made it; the verifier compares
+        # each with the product of its data. The same collective calls on every rank.
+        y_last = h.hand_over(f"after-timing/{name}/last", y_last)
+        last_res = None
+        if h.verifies:
+            last_res = bf16_result(y_last, *product(m, K, cols, PERF_ITER))
+        if h.computes:
+            a.copy_(small(a.shape, R, AFTER_ITER, 1))
+            b.copy_(small(b.shape, R, AFTER_ITER, 2))
+            with h.forbid():
+                y_fresh = learner.overlapped(a, b)
+            if h.on_gpu:
+                torch.cuda.synchronize()
+        y_fresh = h.hand_over(f"after-timing/{name}/fresh", y_fresh)
+        if h.verifies:
+            h.record_after_timing(name, last_res,
+                                  bf16_result(y_fresh, *product(m, K, cols, AFTER_ITER)), n=n)
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())

@@ -17,14 +17,14 @@ transfer's event) reads a buffer that does not hold it yet.
 
 A wrong block is diagnosed by what it holds. Every rank's row block is matched against sums of
 the partials P[s][b] = rows of block b of X_s @ W_s, at most one block per rank (all such sums
-for up to 4 ranks, the sums of block r only for up to 10). Each rank classifies its block, the
-driver gathers the classes (its own collective, outside the learner's code) and names the
-mistake. The same class on every rank is a mistake in the schedule: only the own partial (the
-received accumulation was never added), every partial but the own, the full sum of another
-block (the ring ends on the wrong block), or partials of several blocks (wrong block order when
-they are what the order (r + s + 1) gives, else wrong order or a buffer overwritten before its
-send finished). A class on some ranks only (the ranks whose predecessor ran late), or a block
-that is no such sum, points to a buffer used before its transfer finished. To make that
+for up to 4 ranks, the sums of block r only for up to 10). The driver gathers every rank's block
+(its own collective, outside the learner's code), so that each rank's verifier classifies them
+all and names the mistake. The same class on every rank is a mistake in the schedule: only the
+own partial (the received accumulation was never added), every partial but the own, the full sum
+of another block (the ring ends on the wrong block), or partials of several blocks (wrong block
+order when they are what the order (r + s + 1) gives, else wrong order or a buffer overwritten
+before its send finished). A class on some ranks only (the ranks whose predecessor ran late), or
+a block that is no such sum, points to a buffer used before its transfer finished. To make that
 visible, the driver frees BAITS buffers of the block's shape filled with BAIT_VALUE just before
 each call: a receive buffer the learner allocates often reuses that memory (the GPU's caching
 allocator hands freed blocks of the same size back; glibc on CPU only sometimes), and a block
@@ -41,6 +41,12 @@ inputs never changed), and one more call with new whole numbers written into the
 must give the new block, so that a function that skips repeated work fails (bfloat16 results,
 which the ring rounds at every addition, are compared with the float32 sum, allowing for
 rounding: bf16_result).
+
+The checks are made by each rank's verifier, a second process that runs this file without the
+learner's module (docs/protocol.md §4, "The verifier"): the rank hands over every result of
+matmul_reduce_scatter (the timed case's last one and the one after it too) and, for the
+diagnosis, the blocks every rank returned; the verifier makes the partials from every rank's
+inputs, which the rank itself cannot make.
 """
 import itertools
 import sys
@@ -55,6 +61,7 @@ ITERS = 2
 DELAY_S = 0.3
 PERF_M = 8192
 PERF_N = 8192
+PERF_ITER = 1 << 19   # iter of the timed data
 AFTER_ITER = 1 << 20  # iter of the after-timing data: no checked call used it
 
 # What a row block holds (the classes every rank shares with the others).
@@ -93,9 +100,10 @@ def holds(got, parts, rank, world):
     return None
 
 
-def classify(y, shape, got, parts, rank, world):
-    """The class of this rank's block and, for the message, what it holds."""
-    if not isinstance(y, torch.Tensor) or tuple(y.shape) != shape:
+def classify(got, parts, rank, world):
+    """The class of rank's block got (float64; None when the result was not a tensor of the
+    block's shape) and, for the message, what it holds."""
+    if got is None:
         return SHAPE, None
     if bool((got.abs() >= BAIT_VALUE / 2).any()):
         return BAIT, None
@@ -207,13 +215,19 @@ def diagnose(it, mine, pick, codes, rank, world, m, shape, y):
 
 
 h = mgpu_harness.init(default_cases={"small": 8, "odd": 5})
-learner = h.import_learner("reduce_scatter")
-h.init_process_group()
+learner = h.import_learner("reduce_scatter")  # None in the verifier
+if h.computes:
+    h.init_process_group()
 torch.backends.cuda.matmul.allow_tf32 = False
 W, R = h.world, h.rank
-all_reduce = h.real("torch.distributed.all_reduce")
+all_gather = h.real("torch.distributed.all_gather")
 
-if W > 1:  # warm up the point-to-point path (NCCL connects lazily, blocking the host)
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank calls the learner and
+# hands its results over; its verifier, which never loads the learner's module and alone knows
+# every rank's inputs, makes the expected blocks, diagnoses and records the cases.
+
+# Warm up the point-to-point path (NCCL connects lazily, blocking the host).
+if h.computes and W > 1:
     t = torch.zeros(4, device=h.device)
     u = torch.empty_like(t)
     for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, t, (R + 1) % W),
@@ -222,6 +236,24 @@ if W > 1:  # warm up the point-to-point path (NCCL connects lazily, blocking the
     if h.on_gpu:
         torch.cuda.synchronize()
 
+
+def every_block(y, m, N):
+    """The rank: every rank's result as an (m, N) float64 block (zeros where it is not a tensor
+    of that shape) and whether it was, for the verifier's diagnosis: the driver's own
+    collectives, the same on every rank whatever the results."""
+    ok = isinstance(y, torch.Tensor) and tuple(y.shape) == (m, N)
+    mine = (y.detach().to(h.device, torch.float64) if ok
+            else torch.zeros(m, N, dtype=torch.float64, device=h.device))
+    flag = torch.tensor([int(ok)], dtype=torch.int64, device=h.device)
+    if W == 1:
+        return mine.unsqueeze(0), [int(ok)]
+    blocks = [torch.empty_like(mine) for _ in range(W)]
+    flags = [torch.empty_like(flag) for _ in range(W)]
+    all_gather(blocks, mine)
+    all_gather(flags, flag)
+    return torch.stack(blocks), [int(f.item()) for f in flags]
+
+
 for name, n in h.cases.items():
     M, K, N = dims(n, W)
     m = n
@@ -229,6 +261,31 @@ for name, n in h.cases.items():
     result = None
     problems = []
     for it in range(ITERS):
+        y = blocks = shaped = None
+        if h.computes:
+            x = h.exact((M, hi - lo), iter=it, salt=1)
+            w = h.exact((hi - lo, N), iter=it, salt=2)
+            if h.on_gpu:
+                torch.cuda.synchronize()
+            dist.barrier()
+            if R != 0:
+                time.sleep(DELAY_S)  # rank 0 runs ahead: what it receives arrives late
+            # Freed memory holding BAIT_VALUE: a buffer the learner allocates (torch.empty)
+            # and reads before a transfer wrote it often shows it (the GPU's caching allocator
+            # reuses freed blocks of the same size; on CPU only sometimes): "used before it
+            # arrived".
+            bait = [torch.full((m, N), BAIT_VALUE, dtype=x.dtype, device=h.device)
+                    for _ in range(BAITS)]
+            del bait
+            with h.forbid():
+                y = learner.matmul_reduce_scatter(x, w)
+            blocks, shaped = every_block(y, m, N)
+        tag = f"{name}/{it}"
+        y = h.hand_over(tag + "/y", y)
+        blocks = h.hand_over(tag + "/blocks", blocks)
+        shaped = h.hand_over(tag + "/shaped", shaped)
+        if not h.verifies:
+            continue
         # Every rank's partial (float64) for the expected result and the diagnosis.
         partials = []
         for s in range(W):
@@ -238,48 +295,35 @@ for name, n in h.cases.items():
             p = xs @ ws
             partials.append([p[b * m:(b + 1) * m] for b in range(W)])
         want = sum(partials[s][R] for s in range(W))
-        x = h.exact((M, hi - lo), iter=it, salt=1)
-        w = h.exact((hi - lo, N), iter=it, salt=2)
-        if h.on_gpu:
-            torch.cuda.synchronize()
-        dist.barrier()
-        if R != 0:
-            time.sleep(DELAY_S)  # rank 0 runs ahead: what it receives arrives late
-        # Freed memory holding BAIT_VALUE: a buffer the learner allocates (torch.empty) and
-        # reads before a transfer wrote it often shows it (the GPU's caching allocator reuses
-        # freed blocks of the same size; on CPU only sometimes): "used before it arrived".
-        bait = [torch.full((m, N), BAIT_VALUE, dtype=x.dtype, device=h.device)
-                for _ in range(BAITS)]
-        del bait
-        with h.forbid():
-            y = learner.matmul_reduce_scatter(x, w)
         r = h.compare(y, want)
         if result is None or (result.ok() and not r.ok()):
             result = r
-        # Every rank classifies its block and learns the others' classes, on every iteration
-        # (the same collective calls on every rank, whatever the results).
-        got = None
-        if isinstance(y, torch.Tensor) and tuple(y.shape) == (m, N):
-            got = y.detach().to(h.device, torch.float64)
-        mine, pick = (OK, None) if r.ok() else classify(y, (m, N), got, partials, R, W)
-        codes_t = torch.zeros(W, dtype=torch.int64, device=h.device)
-        codes_t[R] = mine
-        if W > 1:
-            all_reduce(codes_t)
-        codes = codes_t.tolist()
         if r.ok() or problems:
             continue
+        # The class of every rank's block: what each one holds tells the mistake apart.
+        codes = []
+        for s in range(W):
+            got = blocks[s] if shaped[s] else None
+            if s == R:
+                mine, pick = classify(got, partials, s, W)
+                codes.append(mine)
+            elif got is not None and torch.equal(got, sum(partials[q][s] for q in range(W))):
+                codes.append(OK)
+            else:
+                codes.append(classify(got, partials, s, W)[0])
         problems.append(diagnose(it, mine, pick, codes, R, W, m, (m, N), y))
+    if not h.verifies:
+        continue
     if problems:
         result.bad = max(result.bad, 1)
         result.msg_parts += problems
     h.record(name, result)
 
 
-def small(shape, salt):
-    """Fresh whole numbers in [-4, 4] for the after-timing call (h.exact folded): exact in
+def small(shape, rank, it, salt):
+    """Whole numbers in [-4, 4] for the timed and after-timing calls (h.exact folded): exact in
     bfloat16, and their products' sums (K <= 8192) exact in float32."""
-    return torch.remainder(h.exact(shape, iter=AFTER_ITER, salt=salt), 9) - 4
+    return torch.remainder(h.exact(shape, rank=rank, iter=it, salt=salt), 9) - 4
 
 
 def bf16_result(y, want, mag):
@@ -290,30 +334,19 @@ def bf16_result(y, want, mag):
     return h.compare(y, want, tol=mag * 2.0 ** -6)
 
 
-def after_timing(name, n, x, w, last):
-    """Case after-timing of perf case name: the last timed call's result (last["y"]; x and w
-    did not change), then new data in x and w and one more call as the timed ones made it,
-    each compared with the block computed here (the driver's all_reduce of the float32
-    partials). The same collective calls on every rank."""
-    m = x.shape[0] // W
-
-    def want():
-        xs, ws = x.float(), w.float()
-        sums = [xs @ ws, xs.abs() @ ws.abs()]
-        for t in sums:
-            if W > 1:
-                all_reduce(t)
-        return [t[R * m:(R + 1) * m] for t in sums]
-
-    res = bf16_result(last.get("y"), *want())
-    x.copy_(small(x.shape, 1))
-    w.copy_(small(w.shape, 2))
-    ref = want()
-    with h.forbid():
-        y = learner.matmul_reduce_scatter(x, w)
-    if h.on_gpu:
-        torch.cuda.synchronize()
-    h.record_after_timing(name, res, bf16_result(y, *ref), n=n)
+def block_sum(M, k, N, it):
+    """The verifier: this rank's row block of the sum over ranks s of X_s @ W_s, the timed
+    shapes' data of iteration it, and of |X_s| @ |W_s| (float32: exact for these whole
+    numbers, TF32 off)."""
+    m = M // W
+    want = torch.zeros(m, N, device=h.device)
+    mag = torch.zeros(m, N, device=h.device)
+    for s in range(W):
+        xs = small((M, k), s, it, 1)[R * m:(R + 1) * m]
+        ws = small((k, N), s, it, 2)
+        want += xs @ ws
+        mag += xs.abs() @ ws.abs()
+    return want, mag
 
 
 if h.timing:
@@ -321,21 +354,41 @@ if h.timing:
     for name, n in h.perf_cases.items():
         M, K, N = PERF_M, n, PERF_N
         k = K // W
-        x = torch.randint(-4, 5, (M, k), device=h.device).to(torch.bfloat16)
-        w = torch.randint(-4, 5, (k, N), device=h.device).to(torch.bfloat16)
-        out = torch.empty(M // W, N, dtype=x.dtype, device=h.device)
-        last = {}  # the last timed call's result
+        y_last = y_fresh = None
+        if h.computes:
+            x = small((M, k), R, PERF_ITER, 1).to(torch.bfloat16)
+            w = small((k, N), R, PERF_ITER, 2).to(torch.bfloat16)
+            out = torch.empty(M // W, N, dtype=x.dtype, device=h.device)
+            last = {}  # the last timed call's result
 
-        def yours(i):
-            last["y"] = learner.matmul_reduce_scatter(x, w)
+            def yours(i):
+                last["y"] = learner.matmul_reduce_scatter(x, w)
 
-        def baseline(i):
-            reduce_scatter(out, x @ w)
+            def baseline(i):
+                reduce_scatter(out, x @ w)
 
-        h.time_pair(name, bytes=M * N * x.element_size(), factor=(W - 1) / W,
-                    metric="time", yours=yours, baseline=baseline)
-        after_timing(name, n, x, w, last)
-else:
+            h.time_pair(name, bytes=M * N * x.element_size(), factor=(W - 1) / W,
+                        metric="time", yours=yours, baseline=baseline)
+            y_last = last.get("y")
+        # Case after-timing: the last timed call's result (x and w did not change), then new
+        # data in x and w and one more call as the timed ones made it; the verifier compares
+        # each with this rank's block of its data. The same collective calls on every rank.
+        y_last = h.hand_over(f"after-timing/{name}/last", y_last)
+        last_res = None
+        if h.verifies:
+            last_res = bf16_result(y_last, *block_sum(M, k, N, PERF_ITER))
+        if h.computes:
+            x.copy_(small(x.shape, R, AFTER_ITER, 1))
+            w.copy_(small(w.shape, R, AFTER_ITER, 2))
+            with h.forbid():
+                y_fresh = learner.matmul_reduce_scatter(x, w)
+            if h.on_gpu:
+                torch.cuda.synchronize()
+        y_fresh = h.hand_over(f"after-timing/{name}/fresh", y_fresh)
+        if h.verifies:
+            h.record_after_timing(name, last_res,
+                                  bf16_result(y_fresh, *block_sum(M, k, N, AFTER_ITER)), n=n)
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())

@@ -20,6 +20,12 @@ After each timed case, case "after-timing": the last timed call's result must st
 b[:, lo:hi] (its inputs never changed), and one more call with new whole numbers written into
 the timed a and b must give the new product, so that a function that skips repeated work fails
 (bfloat16 results are compared with the float32 product, allowing for rounding: bf16_result).
+
+The checks are made by each rank's verifier, a second process that runs this file without the
+learner's module (docs/protocol.md §4, "The verifier"): the rank hands over every result of
+gather_then_matmul (the timed case's last one and the one after it too); the verifier makes the
+products from every rank's inputs, which the rank itself cannot make. The weight b is rank 0's
+numbers: rank 0 makes it and broadcasts it, since a split rank knows its own inputs only.
 """
 import sys
 
@@ -31,6 +37,7 @@ import mgpu_harness
 ITERS = 2
 PERF_M = 8192
 PERF_K = 8192
+PERF_ITER = 1 << 19   # iter of the timed data
 AFTER_ITER = 1 << 20  # iter of the after-timing data: no checked call used it
 
 
@@ -45,10 +52,24 @@ def cols(rank, world, n_cols):
 
 
 h = mgpu_harness.init(default_cases={"small": 8, "odd": 5})
-learner = h.import_learner("unfused")
-h.init_process_group()
+learner = h.import_learner("unfused")  # None in the verifier
+if h.computes:
+    h.init_process_group()
 torch.backends.cuda.matmul.allow_tf32 = False
 W, R = h.world, h.rank
+
+# The exercise is split (verifier: true, docs/protocol.md §4): this rank calls the learner and
+# hands its results over; its verifier, which never loads the learner's module and alone knows
+# every rank's inputs, makes the expected products and records the cases.
+
+
+def from_rank0(shape, make):
+    """The rank: rank 0's numbers make() (float32) on every rank. A split rank may make its own
+    inputs only, so rank 0 makes them and broadcasts them."""
+    t = make() if R == 0 else torch.empty(shape, device=h.device)
+    h.real("torch.distributed.broadcast")(t, src=0)
+    return t
+
 
 for name, n in h.cases.items():
     m, K, N = dims(n)
@@ -56,13 +77,20 @@ for name, n in h.cases.items():
     result = None
     problems = []
     for it in range(ITERS):
-        a = h.exact((m, K), iter=it, salt=1)
-        b = h.exact((K, N), rank=0, iter=it, salt=2)  # the same full weight on every rank
+        y = None
+        if h.computes:
+            a = h.exact((m, K), iter=it, salt=1)
+            # The same full weight on every rank: rank 0's numbers.
+            b = from_rank0((K, N), lambda: h.exact((K, N), rank=0, iter=it, salt=2))
+            with h.forbid():
+                y = learner.gather_then_matmul(a.clone(), b.clone())
+        y = h.hand_over(f"{name}/{it}/y", y)
+        if not h.verifies:
+            continue
+        b = h.exact((K, N), rank=0, iter=it, salt=2)
         a_full = torch.cat([h.exact((m, K), rank=s, iter=it, salt=1, dtype=torch.float64)
                             for s in range(W)])
         want = a_full @ b.to(torch.float64)[:, lo:hi]
-        with h.forbid():
-            y = learner.gather_then_matmul(a.clone(), b.clone())
         r = h.compare(y, want)
         if result is None or (result.ok() and not r.ok()):
             result = r
@@ -96,16 +124,18 @@ for name, n in h.cases.items():
             else:
                 problems.append(f"iteration {it}: row blocks of ranks {wrong} differ from "
                                 "A @ b[:, lo:hi] (A: every rank's rows in rank order)")
+    if not h.verifies:
+        continue
     if problems:
         result.bad = max(result.bad, 1)
         result.msg_parts += problems
     h.record(name, result)
 
 
-def small(shape, rank, salt):
-    """Fresh whole numbers in [-4, 4] for the after-timing call (h.exact folded): exact in
+def small(shape, rank, it, salt):
+    """Whole numbers in [-4, 4] for the timed and after-timing calls (h.exact folded): exact in
     bfloat16, and their products' sums (K = 8192) exact in float32."""
-    return torch.remainder(h.exact(shape, rank=rank, iter=AFTER_ITER, salt=salt), 9) - 4
+    return torch.remainder(h.exact(shape, rank=rank, iter=it, salt=salt), 9) - 4
 
 
 def bf16_result(y, want, mag):
@@ -116,26 +146,12 @@ def bf16_result(y, want, mag):
     return h.compare(y, want, tol=mag * 2.0 ** -6)
 
 
-def after_timing(name, n, a, b, lo, hi, last):
-    """Case after-timing of perf case name: the last timed call's result (last["y"]; a and b
-    did not change), then new data in a and b and one more call as the timed ones made it,
-    each compared with the product computed here. The same collective calls on every rank."""
-    buf = torch.empty(W * a.shape[0], a.shape[1], dtype=a.dtype, device=h.device)
-
-    def want():
-        all_gather(buf, a)
-        full, bs = buf.float(), b[:, lo:hi].float()
-        return full @ bs, full.abs() @ bs.abs()
-
-    res = bf16_result(last.get("y"), *want())
-    a.copy_(small(a.shape, R, 1))
-    b.copy_(small(b.shape, 0, 2))  # the same weight on every rank
-    ref = want()
-    with h.forbid():
-        y = learner.gather_then_matmul(a, b)
-    if h.on_gpu:
-        torch.cuda.synchronize()
-    h.record_after_timing(name, res, bf16_result(y, *ref), n=n)
+def product(m, K, N, lo, hi, it):
+    """The verifier: A @ b[:, lo:hi] of the timed shapes' data of iteration it, and the sums
+    of its products' magnitudes (float32: exact for these whole numbers, TF32 off)."""
+    full = torch.cat([small((m, K), s, it, 1) for s in range(W)])
+    bs = small((K, N), 0, it, 2)[:, lo:hi].contiguous()
+    return full @ bs, full.abs() @ bs.abs()
 
 
 if h.timing:
@@ -143,22 +159,43 @@ if h.timing:
     for name, n in h.perf_cases.items():
         m, K, N = PERF_M // W, PERF_K, n
         lo, hi = cols(R, W, N)
-        a = torch.randint(-4, 5, (m, K), device=h.device).to(torch.bfloat16)
-        b = torch.randint(-4, 5, (K, N), device=h.device).to(torch.bfloat16)
-        buf = torch.empty(W * m, K, dtype=a.dtype, device=h.device)
-        last = {}  # the last timed call's result
+        y_last = y_fresh = None
+        if h.computes:
+            a = small((m, K), R, PERF_ITER, 1).to(torch.bfloat16)
+            b = from_rank0((K, N), lambda: small((K, N), 0, PERF_ITER, 2)).to(torch.bfloat16)
+            buf = torch.empty(W * m, K, dtype=a.dtype, device=h.device)
+            last = {}  # the last timed call's result
 
-        def yours(i):
-            last["y"] = learner.gather_then_matmul(a, b)
+            def yours(i):
+                last["y"] = learner.gather_then_matmul(a, b)
 
-        def baseline(i):
-            all_gather(buf, a)
-            buf @ b[:, lo:hi]
+            def baseline(i):
+                all_gather(buf, a)
+                buf @ b[:, lo:hi]
 
-        h.time_pair(name, bytes=W * m * K * a.element_size(), factor=(W - 1) / W,
-                    metric="time", yours=yours, baseline=baseline)
-        after_timing(name, n, a, b, lo, hi, last)
-else:
+            h.time_pair(name, bytes=W * m * K * a.element_size(), factor=(W - 1) / W,
+                        metric="time", yours=yours, baseline=baseline)
+            y_last = last.get("y")
+        # Case after-timing: the last timed call's result (a and b did not change), then new
+        # data in a and b and one more call as the timed ones made it; the verifier compares
+        # each with the product of its data. The same collective calls on every rank.
+        y_last = h.hand_over(f"after-timing/{name}/last", y_last)
+        last_res = None
+        if h.verifies:
+            last_res = bf16_result(y_last, *product(m, K, N, lo, hi, PERF_ITER))
+        if h.computes:
+            a.copy_(small(a.shape, R, AFTER_ITER, 1))
+            b.copy_(from_rank0((K, N), lambda: small((K, N), 0, AFTER_ITER, 2)))
+            with h.forbid():
+                y_fresh = learner.gather_then_matmul(a, b)
+            if h.on_gpu:
+                torch.cuda.synchronize()
+        y_fresh = h.hand_over(f"after-timing/{name}/fresh", y_fresh)
+        if h.verifies:
+            h.record_after_timing(name, last_res,
+                                  bf16_result(y_fresh, *product(m, K, N, lo, hi, AFTER_ITER)),
+                                  n=n)
+elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
 sys.exit(h.finish())
