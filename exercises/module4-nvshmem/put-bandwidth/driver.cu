@@ -9,18 +9,22 @@
  *   - dst is symmetric (nvshmem_malloc) with 4 KiB guard bands; every PE poisons its dst (0xFF)
  *     and the PEs meet before anyone sends;
  *   - the driver queues, on the stream it hands you, a 20 ms sleep and then the fill of src
- *     with a byte pattern of (seed, iteration, sending PE): a put that does not wait for the
- *     stream's earlier work sends poison or the previous iteration's bytes;
+ *     with the sending PE's own byte pattern of (seed, iteration): a put that does not wait for
+ *     the stream's earlier work sends poison or the previous iteration's bytes;
  *   - put_to_peer (yours); the driver waits for that stream only, meets the other PEs (the
- *     harness's file barrier: host threads only) and every PE compares its dst, every byte,
- *     with what the previous PE sent, reading it with the copy engine. Work left running on a
- *     stream the caller's stream does not wait for is still running then.
+ *     harness's file barrier: host threads only) and every PE reads its whole dst back with
+ *     the copy engine at once. Work left running on a stream the caller's stream does not wait
+ *     for is still running then. Every byte is compared with what the previous PE sent.
  * Performance ("256MiB"): your put against cudaMemcpyAsync of the same bytes from src to the
  * peer's dst, at the address nvshmem_ptr gives for it (the copy engine over NVLink), timed in
  * the same run, alternating, all PEs sending at once. Metric: algorithm bandwidth, bytes/time.
  * After timing ("after-timing", not in MGPU_CASES): every dst is poisoned again, src gets bytes
  * no call has sent, and put_to_peer runs once more on the timed buffers; every byte is compared.
  * (What the last timed put left in dst proves nothing: the baseline writes the same bytes there.)
+ *
+ * The comparisons are each PE's verifier's (`verifier: true`, docs/protocol.md §4): the PE hands
+ * over its dst, in chunks of 64 MiB, and its guard counts; it can make its own bytes only, never
+ * the previous PE's, which its verifier makes on the CPU.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -31,10 +35,11 @@
 
 enum { kIterations = 2, kGuard = 4096 };
 static const long long kDelayNs = 20LL * 1000 * 1000; /* before the fill of src */
-static const size_t kStage = (size_t)64 << 20;         /* host staging for the comparison */
+static const size_t kStage = (size_t)64 << 20;         /* bytes per hand-over of dst */
 
-/* The pattern "iteration" of the bytes PE `sender` sends in iteration `it`. */
-static int pattern_id(int it, int sender) { return 1 + it * 4096 + sender; }
+/* The pattern "iteration" of the bytes a PE sends in iteration `it`: the PE's own pattern
+ * (mgpu_rank_pattern_key), so that no PE can make the bytes another PE sends it. */
+static int pattern_id(int it) { return 1 + it; }
 
 /* A guarded buffer in NVSHMEM's symmetric heap (collective). */
 static mgpu_buf sym_alloc(size_t bytes, int device) {
@@ -83,42 +88,96 @@ static void note_byte(mgpu_result *r, diff *d, long long i, uint8_t got, uint8_t
   }
 }
 
-/* Compares dst with want (both on this GPU), every byte, through pinned host memory. */
-static diff compare(mgpu_result *r, const mgpu_buf *dst, const mgpu_buf *want, uint8_t *h_got,
-                    uint8_t *h_want, cudaStream_t stream) {
+/* Host memory for dst: in the rank, pinned and as large as dst (it is read back in one go); in
+ * the verifier, one chunk, filled by each hand-over. The expected bytes (one chunk) exist only
+ * where the check is made. */
+typedef struct host_bufs {
+  uint8_t *got, *want;
+} host_bufs;
+
+static host_bufs host_alloc(const mgpu_ctx *ctx, size_t bytes) {
+  host_bufs h = {NULL, NULL};
+  const size_t stage = bytes < kStage ? bytes : kStage;
+  if (mgpu_computes(ctx))
+    MGPU_CUDA(cudaMallocHost((void **)&h.got, bytes));
+  else if (!(h.got = (uint8_t *)malloc(stage)))
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  if (mgpu_verifies(ctx) && !(h.want = (uint8_t *)malloc(stage)))
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  return h;
+}
+
+static void host_free(const mgpu_ctx *ctx, host_bufs *h) {
+  if (mgpu_computes(ctx))
+    MGPU_CUDA(cudaFreeHost(h->got));
+  else
+    free(h->got);
+  free(h->want);
+  h->got = h->want = NULL;
+}
+
+/* The rank reads all of dst back with the copy engine on `stream`, right away (a put left
+ * running outside the caller's stream is still running then), and hands it over in chunks of
+ * kStage bytes ("<what>/dst@<offset>"). Where the check is made, every byte is compared with
+ * pattern `pattern` of PE `sender`. */
+static diff check_dst(mgpu_ctx *ctx, const char *what, const mgpu_buf *dst, size_t n, int sender,
+                      int pattern, host_bufs *h, mgpu_result *r, cudaStream_t stream) {
   diff d = {0, 0, -1, 0};
-  const size_t n = dst->bytes;
+  uint64_t key = 0;
+  char tag[128];
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMemcpyAsync(h->got, dst->ptr, n, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+  }
+  if (mgpu_verifies(ctx)) key = mgpu_rank_pattern_key(ctx->seed, sender, pattern);
   for (size_t off = 0; off < n; off += kStage) {
     const size_t m = n - off < kStage ? n - off : kStage;
-    MGPU_CUDA(cudaMemcpyAsync(h_got, (const char *)dst->ptr + off, m, cudaMemcpyDeviceToHost, stream));
-    MGPU_CUDA(cudaMemcpyAsync(h_want, (const char *)want->ptr + off, m, cudaMemcpyDeviceToHost, stream));
-    MGPU_CUDA(cudaStreamSynchronize(stream));
+    const uint8_t *got = mgpu_computes(ctx) ? h->got + off : h->got;
+    snprintf(tag, sizeof tag, "%s/dst@%zu", what, off);
+    if (!mgpu_hand_over(ctx, tag, (void *)got, m)) continue;
+    for (size_t j = 0; j < m; j++) h->want[j] = mgpu_pattern_byte_k(key, (long long)(off + j));
     size_t ff = 0; /* this chunk's trailing 0xFF bytes */
-    while (ff < m && h_got[m - 1 - ff] == 0xFF) ff++;
+    while (ff < m && got[m - 1 - ff] == 0xFF) ff++;
     d.tail_ff = ff == m ? d.tail_ff + (long long)m : (long long)ff;
     for (size_t b = 0; b < m; b += 4096) {
       const size_t k = m - b < 4096 ? m - b : 4096;
-      if (memcmp(h_got + b, h_want + b, k) == 0) continue;
+      if (memcmp(got + b, h->want + b, k) == 0) continue;
       for (size_t j = b; j < b + k; j++)
-        if (h_got[j] != h_want[j]) note_byte(r, &d, (long long)(off + j), h_got[j], h_want[j]);
+        if (got[j] != h->want[j]) note_byte(r, &d, (long long)(off + j), got[j], h->want[j]);
     }
     r->checked += (long long)m;
   }
   return d;
 }
 
+/* Guard bytes hit around dst and src: counted by the rank, handed over. */
+static long long guard_hits_of(mgpu_ctx *ctx, const char *tag, const mgpu_buf *dst,
+                               const mgpu_buf *src) {
+  long long hits = 0;
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(dst) + mgpu_guard_hits(src);
+  mgpu_hand_over(ctx, tag, &hits, sizeof hits);
+  return hits;
+}
+
+static void call_put(const mgpu_buf *dst, const mgpu_buf *src, size_t bytes, int peer,
+                     cudaStream_t stream) {
+  MGPU_LEARNER(put_to_peer(dst->ptr, src->ptr, bytes, peer, stream));
+}
+
 static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   const int me = ctx->rank, npes = ctx->world;
   const int next = (me + 1) % npes, prev = (me + npes - 1) % npes;
   const size_t bytes = (size_t)c->n;
-  const size_t stage = bytes < kStage ? bytes : kStage;
+  char tag[128];
 
-  mgpu_buf dst = sym_alloc(bytes, ctx->device);
-  mgpu_buf src = mgpu_alloc(bytes, ctx->device);
-  mgpu_buf want = mgpu_alloc(bytes, ctx->device);
-  uint8_t *h_got, *h_want;
-  MGPU_CUDA(cudaMallocHost((void **)&h_got, stage));
-  MGPU_CUDA(cudaMallocHost((void **)&h_want, stage));
+  mgpu_buf dst, src;
+  memset(&dst, 0, sizeof dst);
+  memset(&src, 0, sizeof src);
+  if (mgpu_computes(ctx)) {
+    dst = sym_alloc(bytes, ctx->device);
+    src = mgpu_alloc(bytes, ctx->device);
+  }
+  host_bufs h = host_alloc(ctx, bytes);
 
   mgpu_result r;
   mgpu_result_init(&r, c->n);
@@ -127,25 +186,24 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   int worst_it = -1;
   long long guard_hits = 0;
   for (int it = 0; it < kIterations; it++) {
-    /* What must arrive, made now: after the put the comparison needs no kernel of the
-     * driver's (the GPU may be busy with a put that is still running). */
-    mgpu_fill_pattern(want.ptr, bytes, ctx->seed, pattern_id(it, prev), stream);
-    mgpu_poison(&dst, stream);
-    MGPU_CUDA(cudaStreamSynchronize(stream));
-    nvshmem_barrier_all(); /* every dst is poisoned before anyone sends */
+    if (mgpu_computes(ctx)) {
+      mgpu_poison(&dst, stream);
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      nvshmem_barrier_all(); /* every dst is poisoned before anyone sends */
 
-    mgpu_delay(stream, kDelayNs);
-    mgpu_fill_pattern(src.ptr, bytes, ctx->seed, pattern_id(it, me), stream);
-    put_to_peer(dst.ptr, src.ptr, bytes, next, stream);
-    MGPU_CUDA(cudaStreamSynchronize(stream));
-    /* The PEs meet through the harness's file rendezvous: host threads only, no GPU work, so
-     * the comparison (copy-engine reads of dst) starts right away even if a put left running
-     * outside the caller's stream still occupies the SMs. */
-    char tag[96];
-    snprintf(tag, sizeof tag, "sent-%s-%d", c->name, it);
-    mgpu_barrier(ctx, tag);
+      mgpu_delay(stream, kDelayNs);
+      mgpu_fill_rank_pattern(src.ptr, bytes, ctx->seed, me, pattern_id(it), stream);
+      call_put(&dst, &src, bytes, next, stream);
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      /* The PEs meet through the harness's file rendezvous: host threads only, no GPU work, so
+       * the read of dst (copy engine) starts right away even if a put left running outside the
+       * caller's stream still occupies the SMs. */
+      snprintf(tag, sizeof tag, "sent-%s-%d", c->name, it);
+      mgpu_barrier(ctx, tag);
+    }
 
-    diff d = compare(&r, &dst, &want, h_got, h_want, stream);
+    snprintf(tag, sizeof tag, "%s/%d", c->name, it);
+    diff d = check_dst(ctx, tag, &dst, bytes, prev, pattern_id(it), &h, &r, stream);
     /* The report explains one iteration: the first with wrong (not poison) bytes, else the
      * one with the most poison left. */
     const int worst_has_bad = worst_it >= 0 && worst.bad > 0;
@@ -153,99 +211,105 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
       worst = d;
       worst_it = it;
     }
-    guard_hits += mgpu_guard_hits(&dst) + mgpu_guard_hits(&src);
+    snprintf(tag, sizeof tag, "%s/%d/guards", c->name, it);
+    guard_hits += guard_hits_of(ctx, tag, &dst, &src);
   }
   r.guard_hits = guard_hits;
 
-  const long long wrong = worst.bad + worst.unwritten;
-  if (wrong > 0 && worst.bad == 0 && worst.tail_ff == c->n)
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d: none of the %lld bytes from PE %d (its previous PE) arrived in iteration %d: "
-             "dst is still the poison, every byte",
-             me, c->n, prev, worst_it);
-  else if (wrong > 0 && worst.bad == 0 && worst.first >= c->n - worst.tail_ff)
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d: the last %lld of %lld bytes from PE %d (its previous PE) are still the poison "
-             "(iteration %d, from offset %lld on): does every byte, up to the odd end, belong to "
-             "some block's share?",
-             me, c->n - worst.first, c->n, prev, worst_it, worst.first);
-  else if (wrong > 0 && worst.bad == 0)
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d: %lld of %lld bytes from PE %d (its previous PE) are still the poison after the "
-             "caller's stream had passed your work (iteration %d, first at offset %lld): the whole "
-             "transfer must be ordered on that stream and complete (nvshmem_quiet) when it ends",
-             me, wrong, c->n, prev, worst_it, worst.first);
-  else if (wrong > 0)
-    snprintf(r.msg, sizeof r.msg,
-             "PE %d: %lld of %lld bytes differ from what PE %d (its previous PE) put in iteration %d "
-             "(%lld are still the poison, first wrong byte at offset %lld): stale bytes mean the "
-             "put read src before the work queued ahead of it on the stream had written it",
-             me, wrong, c->n, prev, worst_it, worst.unwritten, worst.first);
-  else if (r.guard_hits)
-    snprintf(r.msg, sizeof r.msg,
-             "%lld guard bytes around dst or src changed: write dst[0..%lld) on the peer and "
-             "nothing else",
-             r.guard_hits, c->n);
-  mgpu_record_case(c->name, &r, 0);
+  if (mgpu_verifies(ctx)) {
+    const long long wrong = worst.bad + worst.unwritten;
+    if (wrong > 0 && worst.bad == 0 && worst.tail_ff == c->n)
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d: none of the %lld bytes from PE %d (its previous PE) arrived in iteration "
+               "%d: dst is still the poison, every byte",
+               me, c->n, prev, worst_it);
+    else if (wrong > 0 && worst.bad == 0 && worst.first >= c->n - worst.tail_ff)
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d: the last %lld of %lld bytes from PE %d (its previous PE) are still the "
+               "poison (iteration %d, from offset %lld on): does every byte, up to the odd end, "
+               "belong to some block's share?",
+               me, c->n - worst.first, c->n, prev, worst_it, worst.first);
+    else if (wrong > 0 && worst.bad == 0)
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d: %lld of %lld bytes from PE %d (its previous PE) are still the poison after "
+               "the caller's stream had passed your work (iteration %d, first at offset %lld): "
+               "the whole transfer must be ordered on that stream and complete (nvshmem_quiet) "
+               "when it ends",
+               me, wrong, c->n, prev, worst_it, worst.first);
+    else if (wrong > 0)
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d: %lld of %lld bytes differ from what PE %d (its previous PE) put in "
+               "iteration %d (%lld are still the poison, first wrong byte at offset %lld): stale "
+               "bytes mean the put read src before the work queued ahead of it on the stream had "
+               "written it",
+               me, wrong, c->n, prev, worst_it, worst.unwritten, worst.first);
+    else if (r.guard_hits)
+      snprintf(r.msg, sizeof r.msg,
+               "%lld guard bytes around dst or src changed: write dst[0..%lld) on the peer and "
+               "nothing else",
+               r.guard_hits, c->n);
+    mgpu_record_case(c->name, &r, 0);
+  }
 
-  MGPU_CUDA(cudaFreeHost(h_want));
-  MGPU_CUDA(cudaFreeHost(h_got));
-  mgpu_free(&want);
-  mgpu_free(&src);
-  sym_free(&dst);
+  host_free(ctx, &h);
+  if (mgpu_computes(ctx)) {
+    mgpu_free(&src);
+    sym_free(&dst);
+  }
 }
 
 /* The case "after-timing": one more iteration, "iteration" kIterations (a pattern no earlier
- * call sent), through the very buffers the timed calls used. Collective. */
-static void check_after_timing(mgpu_ctx *ctx, mgpu_buf *dst, mgpu_buf *src, cudaStream_t stream) {
+ * call sent), through the very buffers the timed calls used (dst and src exist in the rank
+ * only). Collective. */
+static void check_after_timing(mgpu_ctx *ctx, const char *perf_case, mgpu_buf *dst,
+                               mgpu_buf *src, size_t bytes, cudaStream_t stream) {
   const int me = ctx->rank, npes = ctx->world;
   const int next = (me + 1) % npes, prev = (me + npes - 1) % npes;
-  const size_t bytes = dst->bytes;
-  const size_t stage = bytes < kStage ? bytes : kStage;
-  mgpu_buf want = mgpu_alloc(bytes, ctx->device);
-  uint8_t *h_got, *h_want;
-  MGPU_CUDA(cudaMallocHost((void **)&h_got, stage));
-  MGPU_CUDA(cudaMallocHost((void **)&h_want, stage));
+  char tag[128];
+  host_bufs h = host_alloc(ctx, bytes);
 
   mgpu_result r;
   mgpu_result_init(&r, (long long)bytes);
   r.checked = 0;
-  mgpu_fill_pattern(want.ptr, bytes, ctx->seed, pattern_id(kIterations, prev), stream);
-  mgpu_poison(dst, stream);
-  mgpu_poison(src, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
-  nvshmem_barrier_all(); /* every dst is poisoned before anyone sends */
-  mgpu_fill_pattern(src->ptr, bytes, ctx->seed, pattern_id(kIterations, me), stream);
-  put_to_peer(dst->ptr, src->ptr, bytes, next, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
-  mgpu_barrier(ctx, "after-timing-sent");
+  if (mgpu_computes(ctx)) {
+    mgpu_poison(dst, stream);
+    mgpu_poison(src, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    nvshmem_barrier_all(); /* every dst is poisoned before anyone sends */
+    mgpu_fill_rank_pattern(src->ptr, bytes, ctx->seed, me, pattern_id(kIterations), stream);
+    call_put(dst, src, bytes, next, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    mgpu_barrier(ctx, "after-timing-sent");
+  }
 
-  const diff d = compare(&r, dst, &want, h_got, h_want, stream);
-  r.guard_hits = mgpu_guard_hits(dst) + mgpu_guard_hits(src);
-  if (d.bad || d.unwritten)
-    snprintf(r.msg, sizeof r.msg,
-             "after the timed calls, a call with new data in the same buffers gave a wrong "
-             "result: every call must do the whole work, repeated calls with the same buffers "
-             "included (PE %d: %lld of %lld bytes from PE %d wrong, %lld of them still the poison)",
-             me, d.bad + d.unwritten, (long long)bytes, prev, d.unwritten);
-  else if (r.guard_hits)
-    snprintf(r.msg, sizeof r.msg,
-             "after the timed calls, %lld guard bytes around dst or src changed: write "
-             "dst[0..%lld) on the peer and nothing else",
-             r.guard_hits, (long long)bytes);
-  mgpu_record_case("after-timing", &r, 0);
-
-  MGPU_CUDA(cudaFreeHost(h_want));
-  MGPU_CUDA(cudaFreeHost(h_got));
-  mgpu_free(&want);
+  snprintf(tag, sizeof tag, "after-timing/%s", perf_case);
+  const diff d = check_dst(ctx, tag, dst, bytes, prev, pattern_id(kIterations), &h, &r, stream);
+  snprintf(tag, sizeof tag, "after-timing/%s/guards", perf_case);
+  r.guard_hits = guard_hits_of(ctx, tag, dst, src);
+  if (mgpu_verifies(ctx)) {
+    if (d.bad || d.unwritten)
+      snprintf(r.msg, sizeof r.msg,
+               "after the timed calls, a call with new data in the same buffers gave a wrong "
+               "result: every call must do the whole work, repeated calls with the same buffers "
+               "included (PE %d: %lld of %lld bytes from PE %d wrong, %lld of them still the "
+               "poison)",
+               me, d.bad + d.unwritten, (long long)bytes, prev, d.unwritten);
+    else if (r.guard_hits)
+      snprintf(r.msg, sizeof r.msg,
+               "after the timed calls, %lld guard bytes around dst or src changed: write "
+               "dst[0..%lld) on the peer and nothing else",
+               r.guard_hits, (long long)bytes);
+    mgpu_record_case("after-timing", &r, 0);
+  }
+  host_free(ctx, &h);
 }
 
 /* ---- timing ------------------------------------------------------------------------------ */
 
 typedef struct perf_bufs {
-  void *dst;      /* symmetric: the peer's copy is what your put writes */
+  const mgpu_buf *dst; /* symmetric: the peer's copy is what your put writes */
+  const mgpu_buf *src;
   void *peer_dst; /* the peer's dst as this GPU addresses it (nvshmem_ptr): the copy's target */
-  const void *src;
   size_t bytes;
   int next;
 } perf_bufs;
@@ -253,70 +317,81 @@ typedef struct perf_bufs {
 static void op_put(void *arg, int iter, cudaStream_t stream) {
   perf_bufs *b = (perf_bufs *)arg;
   (void)iter;
-  put_to_peer(b->dst, b->src, b->bytes, b->next, stream);
+  call_put(b->dst, b->src, b->bytes, b->next, stream);
 }
 
 static void op_copy_engine(void *arg, int iter, cudaStream_t stream) {
   perf_bufs *b = (perf_bufs *)arg;
   (void)iter;
-  MGPU_CUDA(cudaMemcpyAsync(b->peer_dst, b->src, b->bytes, cudaMemcpyDeviceToDevice, stream));
+  MGPU_CUDA(cudaMemcpyAsync(b->peer_dst, b->src->ptr, b->bytes, cudaMemcpyDeviceToDevice,
+                            stream));
 }
 
 static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   const int next = (ctx->rank + 1) % ctx->world;
   const size_t bytes = (size_t)c->n;
-  mgpu_buf dst = sym_alloc(bytes, ctx->device);
-  mgpu_buf src = mgpu_alloc(bytes, ctx->device);
-  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 0, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
+  mgpu_buf dst, src;
+  memset(&dst, 0, sizeof dst);
+  memset(&src, 0, sizeof src);
+  if (mgpu_computes(ctx)) {
+    dst = sym_alloc(bytes, ctx->device);
+    src = mgpu_alloc(bytes, ctx->device);
+    mgpu_fill_rank_pattern(src.ptr, bytes, ctx->seed, ctx->rank, 0, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
 
-  perf_bufs b;
-  b.dst = dst.ptr;
-  b.peer_dst = nvshmem_ptr(dst.ptr, next);
-  b.src = src.ptr;
-  b.bytes = bytes;
-  b.next = next;
-  if (!b.peer_dst) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "nvshmem_ptr gives no address for PE %d's dst: NVSHMEM reaches it "
-             "without peer mapping, so the copy-engine baseline cannot address it", next);
-    mgpu_fail("driver", "nvshmem_ptr", __FILE__, __LINE__, 0, msg);
+    perf_bufs b;
+    b.dst = &dst;
+    b.src = &src;
+    b.peer_dst = nvshmem_ptr(dst.ptr, next);
+    b.bytes = bytes;
+    b.next = next;
+    if (!b.peer_dst) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "nvshmem_ptr gives no address for PE %d's dst: NVSHMEM reaches "
+               "it without peer mapping, so the copy-engine baseline cannot address it", next);
+      mgpu_fail("driver", "nvshmem_ptr", __FILE__, __LINE__, 0, msg);
+    }
+    nvshmem_barrier_all();
+
+    mgpu_timing t;
+    memset(&t, 0, sizeof t);
+    t.case_name = c->name;
+    t.bytes = (double)bytes;
+    t.factor = 1.0;
+    t.metric = "algbw";
+    mgpu_time_pair(ctx, &t, op_put, &b, op_copy_engine, &b, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    nvshmem_barrier_all(); /* every timed write into every dst has landed */
   }
-  nvshmem_barrier_all();
-
-  mgpu_timing t;
-  memset(&t, 0, sizeof t);
-  t.case_name = c->name;
-  t.bytes = (double)bytes;
-  t.factor = 1.0;
-  t.metric = "algbw";
-  mgpu_time_pair(ctx, &t, op_put, &b, op_copy_engine, &b, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
-  nvshmem_barrier_all(); /* every timed write into every dst has landed */
-  check_after_timing(ctx, &dst, &src, stream);
-  nvshmem_barrier_all();
-
-  mgpu_free(&src);
-  sym_free(&dst);
+  check_after_timing(ctx, c->name, &dst, &src, bytes, stream);
+  if (mgpu_computes(ctx)) {
+    nvshmem_barrier_all();
+    mgpu_free(&src);
+    sym_free(&dst);
+  }
 }
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  cudaStream_t stream;
+  cudaStream_t stream = NULL;
 
   mgpu_init(&ctx, argc, argv);
-  /* The largest buffer is 256 MiB (+ guards) per PE, one at a time; leave room for NVSHMEM's
-   * allocator (3.4 rounds the heap up to its 512 MiB allocation granularity). Set before
-   * NVSHMEM starts, which is when it reads its environment. */
-  setenv("NVSHMEM_SYMMETRIC_SIZE", "512M", 1);
-  mgpu_nvshmem_init(&ctx);
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (mgpu_computes(&ctx)) {
+    /* The largest buffer is 256 MiB (+ guards) per PE, one at a time; leave room for NVSHMEM's
+     * allocator (3.4 rounds the heap up to its 512 MiB allocation granularity). Set before
+     * NVSHMEM starts, which is when it reads its environment. */
+    setenv("NVSHMEM_SYMMETRIC_SIZE", "512M", 1);
+    mgpu_nvshmem_init(&ctx);
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
 
   for (int k = 0; k < ctx.ncases; k++) run_case(&ctx, &ctx.cases[k], stream);
   if (ctx.perf)
     for (int k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, &ctx.perf_cases[k], stream);
 
-  MGPU_CUDA(cudaStreamDestroy(stream));
-  nvshmem_finalize();
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaStreamDestroy(stream));
+    nvshmem_finalize();
+  }
   return mgpu_finish(&ctx);
 }

@@ -33,6 +33,11 @@
  * `received` must hold the chain of the timed keys; then new keys (no call used them) go into
  * the same keys buffer, `received` is poisoned and pingpong_run runs once more exactly as the
  * timed calls ran it; every byte of both is compared with the chain recomputed on the host.
+ *
+ * The comparisons are each PE's verifier's (`verifier: true`, docs/protocol.md §4): the PE hands
+ * over what it found of pingpong_setup, every call's `received` and its guard counts. Keys are
+ * each PE's own byte pattern, so a PE can make its own keys but not its partner's, and the
+ * chain only on the CPU of its verifier. Timing and the kernel's own clock stay with the PE.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -57,10 +62,11 @@ static int rounds_for(size_t bytes) {
   return (int)r;
 }
 
-/* The keys' pattern iteration: distinct for every (case, call, PE); the perf keys apart. */
-static int key_iter(int case_index, int call, int pe) { return (case_index * 8 + call) * 64 + pe; }
-static int perf_key_iter(int pe) { return (1 << 24) + pe; }
-static int after_key_iter(int pe) { return (1 << 24) + (1 << 16) + pe; }
+/* The keys' pattern iteration, distinct for every (case, call); the perf keys apart. Keys are
+ * each PE's own pattern of it (mgpu_rank_pattern_key), so the PE is in the key. */
+static int key_iter(int case_index, int call) { return case_index * 8 + call; }
+static const int kPerfKeyIter = 1 << 24;
+static const int kAfterKeyIter = (1 << 24) + 1;
 
 /* Waits for `stream` with a deadline; a call that never finishes is the learner's hang. */
 static void finish_or_fail(cudaStream_t stream, const mgpu_ctx *ctx, const char *what) {
@@ -101,7 +107,10 @@ static int agree_setup(mgpu_ctx *ctx, int mine, int *what) {
   return bad;
 }
 
-static void setup_failed(const mgpu_case *c, int bad_pe, int what, size_t max_bytes) {
+/* The verifier (or a program run without one) records why no case could run. */
+static void setup_failed(const mgpu_ctx *ctx, const mgpu_case *c, int bad_pe, int what,
+                         size_t max_bytes) {
+  if (!mgpu_verifies(ctx)) return;
   mgpu_result r;
   mgpu_result_init(&r, c->n);
   r.checked = r.unwritten = c->n;
@@ -142,14 +151,14 @@ typedef struct call_report {
   int all_poison;         /* received was never written */
 } call_report;
 
-/* Recomputes the call's chain (the initiator's keys of pattern iteration iter_a, the
- * responder's of iter_b) and compares this PE's received messages with it. */
+/* Recomputes the call's chain (the pair's keys of pattern iteration `iter`: the initiator's and
+ * the responder's own) and compares this PE's received messages with it. Only where the check
+ * is made: a PE checked by a verifier cannot make its partner's keys. */
 static call_report check_call(const mgpu_ctx *ctx, mgpu_result *res, long long offset,
-                              const uint8_t *got, size_t bytes, int rounds, int iter_a,
-                              int iter_b) {
+                              const uint8_t *got, size_t bytes, int rounds, int iter) {
   const int me = ctx->rank, a = me & ~1, initiator = me == a;
-  const uint64_t ka = mgpu_pattern_key(ctx->seed, iter_a);
-  const uint64_t kb = mgpu_pattern_key(ctx->seed, iter_b);
+  const uint64_t ka = mgpu_rank_pattern_key(ctx->seed, a, iter);
+  const uint64_t kb = mgpu_rank_pattern_key(ctx->seed, a | 1, iter);
   uint8_t *msg = (uint8_t *)calloc(bytes, 1), *prev = (uint8_t *)calloc(bytes, 1);
   if (!msg || !prev) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
   call_report rep = {0, -1, 0, 1};
@@ -180,25 +189,68 @@ static call_report check_call(const mgpu_ctx *ctx, mgpu_result *res, long long o
   return rep;
 }
 
+/* Host memory for what the PE reads back: pinned in the rank, which copies into it from the
+ * GPU; plain in the verifier, where the hand-over fills it. */
+static uint8_t *host_bytes(const mgpu_ctx *ctx, size_t bytes) {
+  uint8_t *p = NULL;
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMallocHost((void **)&p, bytes));
+  } else if (!(p = (uint8_t *)malloc(bytes))) {
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
+  return p;
+}
+
+static void host_bytes_free(const mgpu_ctx *ctx, uint8_t *p) {
+  if (mgpu_computes(ctx))
+    MGPU_CUDA(cudaFreeHost(p));
+  else
+    free(p);
+}
+
+/* Guard bytes hit around received and keys: counted by the rank, handed over. */
+static long long guard_hits_of(mgpu_ctx *ctx, const char *tag, const mgpu_buf *received,
+                               const mgpu_buf *keys) {
+  long long hits = 0;
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(received) + mgpu_guard_hits(keys);
+  mgpu_hand_over(ctx, tag, &hits, sizeof hits);
+  return hits;
+}
+
+static void call_run(pingpong *pp, const mgpu_buf *keys, const mgpu_buf *received, size_t bytes,
+                     int rounds, unsigned long long *elapsed, cudaStream_t stream) {
+  MGPU_LEARNER(pingpong_run(pp, (const uint8_t *)keys->ptr, (uint8_t *)received->ptr, bytes,
+                            rounds, elapsed, stream));
+}
+
 static void run_case(mgpu_ctx *ctx, pingpong *pp, int case_index, cudaStream_t stream) {
   const mgpu_case *c = &ctx->cases[case_index];
   const int me = ctx->rank, partner = me ^ 1, idle = partner >= ctx->world;
   if (c->n < 1 || c->n > (64LL << 20)) {
-    mgpu_result r;
-    mgpu_result_init(&r, 0);
-    snprintf(r.msg, sizeof r.msg, "case %s: n must be a message size in bytes, 1..64 MiB", c->name);
-    mgpu_record_case(c->name, &r, 1);
+    if (mgpu_verifies(ctx)) {
+      mgpu_result r;
+      mgpu_result_init(&r, 0);
+      snprintf(r.msg, sizeof r.msg, "case %s: n must be a message size in bytes, 1..64 MiB",
+               c->name);
+      mgpu_record_case(c->name, &r, 1);
+    }
     return;
   }
   const size_t bytes = (size_t)c->n;
   const int rounds = rounds_for(bytes);
   const size_t total = bytes * (size_t)rounds;
+  char tag[128];
 
-  mgpu_buf keys = mgpu_alloc(total, ctx->device), received = mgpu_alloc(total, ctx->device);
-  unsigned long long *elapsed;
-  uint8_t *host;
-  MGPU_CUDA(cudaMalloc((void **)&elapsed, sizeof *elapsed));
-  MGPU_CUDA(cudaMallocHost((void **)&host, total));
+  mgpu_buf keys, received;
+  memset(&keys, 0, sizeof keys);
+  memset(&received, 0, sizeof received);
+  unsigned long long *elapsed = NULL;
+  if (mgpu_computes(ctx)) {
+    keys = mgpu_alloc(total, ctx->device);
+    received = mgpu_alloc(total, ctx->device);
+    MGPU_CUDA(cudaMalloc((void **)&elapsed, sizeof *elapsed));
+  }
+  uint8_t *host = host_bytes(ctx, total);
 
   mgpu_result res;
   mgpu_result_init(&res, (long long)total * kIterations);
@@ -206,75 +258,83 @@ static void run_case(mgpu_ctx *ctx, pingpong *pp, int case_index, cudaStream_t s
   call_report first = {0, -1, 0, 0};
   int first_call = -1, poison_calls = 0;
   for (int call = 0; call < kIterations; call++) {
-    mgpu_poison(&received, stream);
-    mgpu_fill_pattern(keys.ptr, total, ctx->seed, key_iter(case_index, call, me), stream);
-    MGPU_CUDA(cudaMemsetAsync(elapsed, 0, sizeof *elapsed, stream));
-    const int late = (call == 1 && (me & 1) == 0) || (call == 2 && (me & 1) == 1);
-    if (late && !idle) mgpu_delay(stream, kLateNs);
-    pingpong_run(pp, (const uint8_t *)keys.ptr, (uint8_t *)received.ptr, bytes, rounds, elapsed,
-                 stream);
-    MGPU_CUDA(cudaMemcpyAsync(host, received.ptr, total, cudaMemcpyDeviceToHost, stream));
-    finish_or_fail(stream, ctx, "pingpong_run");
+    if (mgpu_computes(ctx)) {
+      mgpu_poison(&received, stream);
+      mgpu_fill_rank_pattern(keys.ptr, total, ctx->seed, me, key_iter(case_index, call), stream);
+      MGPU_CUDA(cudaMemsetAsync(elapsed, 0, sizeof *elapsed, stream));
+      const int late = (call == 1 && (me & 1) == 0) || (call == 2 && (me & 1) == 1);
+      if (late && !idle) mgpu_delay(stream, kLateNs);
+      call_run(pp, &keys, &received, bytes, rounds, elapsed, stream);
+      MGPU_CUDA(cudaMemcpyAsync(host, received.ptr, total, cudaMemcpyDeviceToHost, stream));
+      finish_or_fail(stream, ctx, "pingpong_run");
+    }
 
-    const long long offset = (long long)total * call;
-    if (idle) {
-      for (size_t i = 0; i < total; i++) {
-        mgpu_result_add(&res, offset + (long long)i, host[i] == 0xFF ? 255.0 : (double)host[i],
-                        255.0, 0.0);
-        written_while_idle += host[i] != 0xFF;
-      }
-    } else {
-      call_report rep = check_call(ctx, &res, offset, host, bytes, rounds,
-                                   key_iter(case_index, call, me & ~1),
-                                   key_iter(case_index, call, me | 1));
-      poison_calls += rep.all_poison;
-      if (rep.first_round >= 0 && first_call < 0) {
-        first_call = call;
-        first = rep;
+    snprintf(tag, sizeof tag, "%s/%d/received", c->name, call);
+    if (mgpu_hand_over(ctx, tag, host, total)) {
+      const long long offset = (long long)total * call;
+      if (idle) {
+        for (size_t i = 0; i < total; i++) {
+          mgpu_result_add(&res, offset + (long long)i,
+                          host[i] == 0xFF ? 255.0 : (double)host[i], 255.0, 0.0);
+          written_while_idle += host[i] != 0xFF;
+        }
+      } else {
+        call_report rep = check_call(ctx, &res, offset, host, bytes, rounds,
+                                     key_iter(case_index, call));
+        poison_calls += rep.all_poison;
+        if (rep.first_round >= 0 && first_call < 0) {
+          first_call = call;
+          first = rep;
+        }
       }
     }
-    guard_hits += mgpu_guard_hits(&received) + mgpu_guard_hits(&keys);
+    snprintf(tag, sizeof tag, "%s/%d/guards", c->name, call);
+    guard_hits += guard_hits_of(ctx, tag, &received, &keys);
   }
   res.guard_hits = guard_hits;
 
-  const char *role = (me & 1) ? "responder" : "initiator";
-  if (idle && written_while_idle) {
-    snprintf(res.msg, sizeof res.msg,
-             "PE %d has no partner (%d PEs: pairs are 2i and 2i+1, the last PE of an odd count "
-             "sits out), yet %lld bytes of its received buffer were written: its calls must do "
-             "nothing",
-             me, ctx->world, written_while_idle);
-  } else if (!idle && poison_calls == kIterations) {
-    snprintf(res.msg, sizeof res.msg,
-             "PE %d (%s, partner PE %d) received nothing: its received buffer still held the "
-             "poison after every call. Copy each message that lands in your inbox to "
-             "received + r * bytes",
-             me, role, partner);
-  } else if (!idle && first_call >= 0) {
-    const char *lateness = first_call == 1   ? "; in this call the initiators started 5 ms late"
-                           : first_call == 2 ? "; in this call the responders started 5 ms late"
-                                             : "";
-    snprintf(res.msg, sizeof res.msg,
-             "PE %d (%s, partner PE %d), call %d of %d, %zu-byte messages, %d rounds: the "
-             "message received in round %d differs from what the chain should carry (%lld "
-             "bytes of that call wrong%s%s). A message was read before it had fully landed "
-             "(signal ahead of its data, no wait, a wait passed by an older signal) or built "
-             "from one that had not",
-             me, role, partner, first_call + 1, kIterations, bytes, rounds, first.first_round,
-             first.bad_bytes,
-             first.first_is_previous ? "; it still held the previous message" : "", lateness);
-  } else if (guard_hits) {
-    snprintf(res.msg, sizeof res.msg,
-             "a write landed outside received or keys (%lld guard bytes changed): write "
-             "rounds * bytes bytes of received and nothing else",
-             guard_hits);
+  if (mgpu_verifies(ctx)) {
+    const char *role = (me & 1) ? "responder" : "initiator";
+    if (idle && written_while_idle) {
+      snprintf(res.msg, sizeof res.msg,
+               "PE %d has no partner (%d PEs: pairs are 2i and 2i+1, the last PE of an odd "
+               "count sits out), yet %lld bytes of its received buffer were written: its calls "
+               "must do nothing",
+               me, ctx->world, written_while_idle);
+    } else if (!idle && poison_calls == kIterations) {
+      snprintf(res.msg, sizeof res.msg,
+               "PE %d (%s, partner PE %d) received nothing: its received buffer still held the "
+               "poison after every call. Copy each message that lands in your inbox to "
+               "received + r * bytes",
+               me, role, partner);
+    } else if (!idle && first_call >= 0) {
+      const char *lateness = first_call == 1   ? "; in this call the initiators started 5 ms late"
+                             : first_call == 2 ? "; in this call the responders started 5 ms late"
+                                               : "";
+      snprintf(res.msg, sizeof res.msg,
+               "PE %d (%s, partner PE %d), call %d of %d, %zu-byte messages, %d rounds: the "
+               "message received in round %d differs from what the chain should carry (%lld "
+               "bytes of that call wrong%s%s). A message was read before it had fully landed "
+               "(signal ahead of its data, no wait, a wait passed by an older signal) or built "
+               "from one that had not",
+               me, role, partner, first_call + 1, kIterations, bytes, rounds, first.first_round,
+               first.bad_bytes,
+               first.first_is_previous ? "; it still held the previous message" : "", lateness);
+    } else if (guard_hits) {
+      snprintf(res.msg, sizeof res.msg,
+               "a write landed outside received or keys (%lld guard bytes changed): write "
+               "rounds * bytes bytes of received and nothing else",
+               guard_hits);
+    }
+    mgpu_record_case(c->name, &res, idle && written_while_idle);
   }
-  mgpu_record_case(c->name, &res, idle && written_while_idle);
 
-  MGPU_CUDA(cudaFreeHost(host));
-  MGPU_CUDA(cudaFree(elapsed));
-  mgpu_free(&received);
-  mgpu_free(&keys);
+  host_bytes_free(ctx, host);
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFree(elapsed));
+    mgpu_free(&received);
+    mgpu_free(&keys);
+  }
 }
 
 /* ---- performance ------------------------------------------------------------------------- */
@@ -292,8 +352,7 @@ typedef struct timed {
 static void op_yours(void *arg, int iter, cudaStream_t stream) {
   timed *t = (timed *)arg;
   (void)iter;
-  pingpong_run(t->pp, (const uint8_t *)t->keys.ptr, (uint8_t *)t->received.ptr, t->bytes,
-               t->rounds, t->elapsed, stream);
+  call_run(t->pp, &t->keys, &t->received, t->bytes, t->rounds, t->elapsed, stream);
 }
 
 /* NCCL ping-pong: one kernel per one-way message on each side. */
@@ -316,68 +375,80 @@ static void op_nccl(void *arg, int iter, cudaStream_t stream) {
 
 /* The case "after-timing": first what the last timed call left in received (its keys had not
  * changed), then one more call with new keys in the same buffers. Collective. A PE without a
- * partner must have written nothing. */
-static void check_after_timing(const mgpu_ctx *ctx, timed *t, cudaStream_t stream) {
+ * partner must have written nothing. The PE hands over both and its guard count. */
+static void check_after_timing(mgpu_ctx *ctx, timed *t, const char *perf_case,
+                               cudaStream_t stream) {
   const int me = ctx->rank, idle = t->partner < 0;
   const size_t total = t->bytes * (size_t)t->rounds;
-  uint8_t *host;
-  MGPU_CUDA(cudaMallocHost((void **)&host, total));
+  uint8_t *host = host_bytes(ctx, total);
   mgpu_result res;
   mgpu_result_init(&res, (idle ? 1 : 2) * (long long)total);
   call_report last = {0, -1, 0, 0}, fresh = {0, -1, 0, 0};
   long long written_while_idle = 0;
+  char tag[128];
 
-  MGPU_CUDA(cudaMemcpyAsync(host, t->received.ptr, total, cudaMemcpyDeviceToHost, stream));
-  MGPU_CUDA(cudaStreamSynchronize(stream));
-  if (!idle)
-    last = check_call(ctx, &res, 0, host, t->bytes, t->rounds, perf_key_iter(me & ~1),
-                      perf_key_iter(me | 1));
-  mgpu_poison(&t->received, stream);
-  mgpu_fill_pattern(t->keys.ptr, total, ctx->seed, after_key_iter(me), stream);
-  MGPU_CUDA(cudaMemsetAsync(t->elapsed, 0, sizeof *t->elapsed, stream));
-  op_yours(t, 0, stream);
-  MGPU_CUDA(cudaMemcpyAsync(host, t->received.ptr, total, cudaMemcpyDeviceToHost, stream));
-  finish_or_fail(stream, ctx, "pingpong_run (after timing)");
-  if (idle)
-    for (size_t i = 0; i < total; i++) {
-      mgpu_result_add(&res, (long long)i, host[i], 255.0, 0.0);
-      written_while_idle += host[i] != 0xFF;
-    }
-  else
-    fresh = check_call(ctx, &res, (long long)total, host, t->bytes, t->rounds,
-                       after_key_iter(me & ~1), after_key_iter(me | 1));
-  res.guard_hits = mgpu_guard_hits(&t->received) + mgpu_guard_hits(&t->keys);
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMemcpyAsync(host, t->received.ptr, total, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+  }
+  snprintf(tag, sizeof tag, "after-timing/%s/last", perf_case);
+  if (mgpu_hand_over(ctx, tag, host, total) && !idle)
+    last = check_call(ctx, &res, 0, host, t->bytes, t->rounds, kPerfKeyIter);
+  if (mgpu_computes(ctx)) {
+    mgpu_poison(&t->received, stream);
+    mgpu_fill_rank_pattern(t->keys.ptr, total, ctx->seed, me, kAfterKeyIter, stream);
+    MGPU_CUDA(cudaMemsetAsync(t->elapsed, 0, sizeof *t->elapsed, stream));
+    op_yours(t, 0, stream);
+    MGPU_CUDA(cudaMemcpyAsync(host, t->received.ptr, total, cudaMemcpyDeviceToHost, stream));
+    finish_or_fail(stream, ctx, "pingpong_run (after timing)");
+  }
+  snprintf(tag, sizeof tag, "after-timing/%s/new", perf_case);
+  if (mgpu_hand_over(ctx, tag, host, total)) {
+    if (idle)
+      for (size_t i = 0; i < total; i++) {
+        mgpu_result_add(&res, (long long)i, host[i], 255.0, 0.0);
+        written_while_idle += host[i] != 0xFF;
+      }
+    else
+      fresh = check_call(ctx, &res, (long long)total, host, t->bytes, t->rounds, kAfterKeyIter);
+  }
+  snprintf(tag, sizeof tag, "after-timing/%s/guards", perf_case);
+  res.guard_hits = guard_hits_of(ctx, tag, &t->received, &t->keys);
 
-  if (written_while_idle)
-    snprintf(res.msg, sizeof res.msg,
-             "after the timed calls, PE %d (no partner) had %lld bytes of received written: its "
-             "calls must do nothing",
-             me, written_while_idle);
-  else if (last.bad_bytes)
-    snprintf(res.msg, sizeof res.msg,
-             "after the timed calls, received did not hold the chain of the last timed call "
-             "(its keys had not changed; %lld bytes wrong, from round %d of %d): every call must "
-             "do the whole work, repeated calls with the same buffers included",
-             last.bad_bytes, last.first_round, t->rounds);
-  else if (fresh.bad_bytes)
-    snprintf(res.msg, sizeof res.msg,
-             "after the timed calls, a call with new data in the same buffers gave a wrong "
-             "result: every call must do the whole work, repeated calls with the same buffers "
-             "included (PE %d, %zu-byte messages, %d rounds: %lld bytes wrong from round %d on)",
-             me, t->bytes, t->rounds, fresh.bad_bytes, fresh.first_round);
-  else if (res.guard_hits)
-    snprintf(res.msg, sizeof res.msg,
-             "after the timed calls, a write landed outside received or keys (%lld guard bytes "
-             "changed)",
-             res.guard_hits);
-  mgpu_record_case("after-timing", &res, written_while_idle != 0);
-  MGPU_CUDA(cudaFreeHost(host));
+  if (mgpu_verifies(ctx)) {
+    if (written_while_idle)
+      snprintf(res.msg, sizeof res.msg,
+               "after the timed calls, PE %d (no partner) had %lld bytes of received written: "
+               "its calls must do nothing",
+               me, written_while_idle);
+    else if (last.bad_bytes)
+      snprintf(res.msg, sizeof res.msg,
+               "after the timed calls, received did not hold the chain of the last timed call "
+               "(its keys had not changed; %lld bytes wrong, from round %d of %d): every call "
+               "must do the whole work, repeated calls with the same buffers included",
+               last.bad_bytes, last.first_round, t->rounds);
+    else if (fresh.bad_bytes)
+      snprintf(res.msg, sizeof res.msg,
+               "after the timed calls, a call with new data in the same buffers gave a wrong "
+               "result: every call must do the whole work, repeated calls with the same buffers "
+               "included (PE %d, %zu-byte messages, %d rounds: %lld bytes wrong from round %d "
+               "on)",
+               me, t->bytes, t->rounds, fresh.bad_bytes, fresh.first_round);
+    else if (res.guard_hits)
+      snprintf(res.msg, sizeof res.msg,
+               "after the timed calls, a write landed outside received or keys (%lld guard bytes "
+               "changed)",
+               res.guard_hits);
+    mgpu_record_case("after-timing", &res, written_while_idle != 0);
+  }
+  host_bytes_free(ctx, host);
 }
 
 static void run_perf(mgpu_ctx *ctx, pingpong *pp, const mgpu_case *c, ncclComm_t comm,
                      cudaStream_t stream) {
   if (c->n < 1 || c->n > (64LL << 20)) {
-    mgpu_note("perf case %s: n must be a message size in bytes, 1..64 MiB; skipped", c->name);
+    if (mgpu_computes(ctx))
+      mgpu_note("perf case %s: n must be a message size in bytes, 1..64 MiB; skipped", c->name);
     return;
   }
   timed t;
@@ -389,58 +460,64 @@ static void run_perf(mgpu_ctx *ctx, pingpong *pp, const mgpu_case *c, ncclComm_t
   t.initiator = (ctx->rank & 1) == 0;
   t.comm = comm;
   const size_t total = t.bytes * (size_t)t.rounds;
-  t.keys = mgpu_alloc(total, ctx->device);
-  t.received = mgpu_alloc(total, ctx->device);
-  t.nccl_received = mgpu_alloc(total, ctx->device);
-  MGPU_CUDA(cudaMalloc((void **)&t.elapsed, sizeof *t.elapsed));
-  MGPU_CUDA(cudaMemsetAsync(t.elapsed, 0, sizeof *t.elapsed, stream));
-  mgpu_fill_pattern(t.keys.ptr, total, ctx->seed, perf_key_iter(ctx->rank), stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
+  if (mgpu_computes(ctx)) {
+    t.keys = mgpu_alloc(total, ctx->device);
+    t.received = mgpu_alloc(total, ctx->device);
+    t.nccl_received = mgpu_alloc(total, ctx->device);
+    MGPU_CUDA(cudaMalloc((void **)&t.elapsed, sizeof *t.elapsed));
+    MGPU_CUDA(cudaMemsetAsync(t.elapsed, 0, sizeof *t.elapsed, stream));
+    mgpu_fill_rank_pattern(t.keys.ptr, total, ctx->seed, ctx->rank, kPerfKeyIter, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
 
-  mgpu_timing tm;
-  memset(&tm, 0, sizeof tm);
-  tm.case_name = c->name;
-  tm.bytes = 2.0 * (double)total; /* both directions of every round trip */
-  tm.factor = 1.0;
-  tm.metric = "time";
-  mgpu_time_pair(ctx, &tm, op_yours, &t, op_nccl, &t, stream);
-  finish_or_fail(stream, ctx, "pingpong_run (timed)");
+    mgpu_timing tm;
+    memset(&tm, 0, sizeof tm);
+    tm.case_name = c->name;
+    tm.bytes = 2.0 * (double)total; /* both directions of every round trip */
+    tm.factor = 1.0;
+    tm.metric = "time";
+    mgpu_time_pair(ctx, &tm, op_yours, &t, op_nccl, &t, stream);
+    finish_or_fail(stream, ctx, "pingpong_run (timed)");
 
-  unsigned long long ns = 0;
-  MGPU_CUDA(cudaMemcpy(&ns, t.elapsed, sizeof ns, cudaMemcpyDeviceToHost));
-  if (ctx->rank == 0) {
-    mgpu_note("case %s: one timed operation is %d round trips of %zu-byte messages, %d one-way "
-              "messages: divide its time by %d for the one-way latency",
-              c->name, t.rounds, t.bytes, 2 * t.rounds, 2 * t.rounds);
-    if (ns > 0)
-      mgpu_value("one-way latency by your kernel's own clock (elapsed_ns / 2 rounds)",
-                 (double)ns / 1000.0 / (2.0 * t.rounds), "us");
-    else
-      mgpu_note("your kernel did not write elapsed_ns: no figure of your own to show");
+    unsigned long long ns = 0;
+    MGPU_CUDA(cudaMemcpy(&ns, t.elapsed, sizeof ns, cudaMemcpyDeviceToHost));
+    if (ctx->rank == 0) {
+      mgpu_note("case %s: one timed operation is %d round trips of %zu-byte messages, %d one-way "
+                "messages: divide its time by %d for the one-way latency",
+                c->name, t.rounds, t.bytes, 2 * t.rounds, 2 * t.rounds);
+      if (ns > 0)
+        mgpu_value("one-way latency by your kernel's own clock (elapsed_ns / 2 rounds)",
+                   (double)ns / 1000.0 / (2.0 * t.rounds), "us");
+      else
+        mgpu_note("your kernel did not write elapsed_ns: no figure of your own to show");
+    }
   }
-  check_after_timing(ctx, &t, stream);
-  MGPU_CUDA(cudaFree(t.elapsed));
-  mgpu_free(&t.nccl_received);
-  mgpu_free(&t.received);
-  mgpu_free(&t.keys);
+  check_after_timing(ctx, &t, c->name, stream);
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFree(t.elapsed));
+    mgpu_free(&t.nccl_received);
+    mgpu_free(&t.received);
+    mgpu_free(&t.keys);
+  }
 }
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  cudaStream_t stream;
+  cudaStream_t stream = NULL;
   ncclUniqueId id;
   ncclComm_t comm = NULL;
 
   mgpu_init(&ctx, argc, argv);
-  /* Messages are at most a few MiB; NVSHMEM reserves 1 GiB unless told otherwise. NCCL is the
-   * baseline here, so NVSHMEM is asked not to bring up one of its own. Both are read when
-   * NVSHMEM starts. */
-  setenv("NVSHMEM_SYMMETRIC_SIZE", "64M", 1);
-  setenv("NVSHMEM_DISABLE_NCCL", "1", 0);
-  mgpu_nvshmem_init(&ctx);
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  mgpu_nccl_unique_id(&ctx, &id);
-  MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+  if (mgpu_computes(&ctx)) {
+    /* Messages are at most a few MiB; NVSHMEM reserves 1 GiB unless told otherwise. NCCL is
+     * the baseline here, so NVSHMEM is asked not to bring up one of its own. Both are read when
+     * NVSHMEM starts. */
+    setenv("NVSHMEM_SYMMETRIC_SIZE", "64M", 1);
+    setenv("NVSHMEM_DISABLE_NCCL", "1", 0);
+    mgpu_nvshmem_init(&ctx);
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    mgpu_nccl_unique_id(&ctx, &id);
+    MGPU_NCCL(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+  }
 
   size_t max_bytes = 1;
   for (int k = 0; k < ctx.ncases; k++)
@@ -451,13 +528,18 @@ int main(int argc, char **argv) {
         max_bytes = (size_t)ctx.perf_cases[k].n;
   if (max_bytes > ((size_t)64 << 20)) max_bytes = (size_t)64 << 20;
 
+  /* What the PE found of pingpong_setup, as a fact it hands over: {first bad PE, what}. */
   pingpong pp;
   memset(&pp, 0, sizeof pp);
-  pingpong_setup(&pp, max_bytes);
-  int what = kSetupOK;
-  const int bad_pe = agree_setup(&ctx, judge_setup(&pp, max_bytes, ctx.rank), &what);
-  if (bad_pe >= 0) {
-    for (int k = 0; k < ctx.ncases; k++) setup_failed(&ctx.cases[k], bad_pe, what, max_bytes);
+  int setup[2] = {-1, kSetupOK};
+  if (mgpu_computes(&ctx)) {
+    MGPU_LEARNER(pingpong_setup(&pp, max_bytes));
+    setup[0] = agree_setup(&ctx, judge_setup(&pp, max_bytes, ctx.rank), &setup[1]);
+  }
+  mgpu_hand_over(&ctx, "setup", setup, sizeof setup);
+  if (setup[0] >= 0) {
+    for (int k = 0; k < ctx.ncases; k++)
+      setup_failed(&ctx, &ctx.cases[k], setup[0], setup[1], max_bytes);
   } else {
     for (int k = 0; k < ctx.ncases; k++) run_case(&ctx, &pp, k, stream);
     if (ctx.perf)
@@ -465,11 +547,13 @@ int main(int argc, char **argv) {
         run_perf(&ctx, &pp, &ctx.perf_cases[k], comm, stream);
   }
 
-  MGPU_CUDA(cudaStreamSynchronize(stream));
-  mgpu_barrier(&ctx, "teardown"); /* a PE that died fails here, not in NVSHMEM's barrier */
-  pingpong_teardown(&pp);
-  MGPU_NCCL(ncclCommDestroy(comm));
-  MGPU_CUDA(cudaStreamDestroy(stream));
-  nvshmem_finalize();
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    mgpu_barrier(&ctx, "teardown"); /* a PE that died fails here, not in NVSHMEM's barrier */
+    MGPU_LEARNER(pingpong_teardown(&pp));
+    MGPU_NCCL(ncclCommDestroy(comm));
+    MGPU_CUDA(cudaStreamDestroy(stream));
+    nvshmem_finalize();
+  }
   return mgpu_finish(&ctx);
 }
