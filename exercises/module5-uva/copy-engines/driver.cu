@@ -33,6 +33,10 @@
  * been called often enough, or on the same buffers again, fails here.
  * Afterwards, for the report only: the exchange again while a kernel keeps every SM of both
  * GPUs busy (copy engines need no SMs).
+ *
+ * The comparisons are the verifier's (`verifier: true`, docs/protocol.md §4): the rank hands over
+ * the number of GPUs, every snapshot and destination in chunks (compare(), peer_common.cuh) and
+ * the guard counts; the verifier makes the expected pattern bytes on the CPU and records.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,7 +45,7 @@
 
 #include "copy_engines.h"
 
-enum { kMaxPairs = 32 };
+enum { kMaxPairs = 32, kMaxGPUs = 1024 };
 static const long long kDelayNs = 20LL * 1000 * 1000;
 static const size_t kStage = (size_t)64 << 20; /* host staging for comparisons */
 
@@ -72,38 +76,63 @@ __global__ void busy_kernel(long long ns) {
 
 #include "peer_common.cuh"
 
-/* One case on one pair. Appends to r; writes an explanation into r->msg when it is the first. */
-static void check_pair(mgpu_ctx *ctx, const pair *p, const char *name, size_t n_ab, size_t n_ba,
+/* One case on one pair (pair number pk). Appends to r; writes an explanation into r->msg when it
+ * is the first. The rank hands over both snapshots, both destinations and the guard count. */
+static void check_pair(mgpu_ctx *ctx, const pair *p, int pk, const char *name, size_t n_ab, size_t n_ba,
                        int iter, mgpu_result *r, uint8_t *host) {
   const int it_ab = 2 * iter, it_ba = 2 * iter + 1;
-  mgpu_buf a_src = mgpu_alloc(n_ab, p->a), b_dst = mgpu_alloc(n_ab, p->b);
-  mgpu_buf b_src = mgpu_alloc(n_ba, p->b), a_dst = mgpu_alloc(n_ba, p->a);
-  mgpu_buf snap_ab = mgpu_alloc(n_ab, p->a), snap_ba = mgpu_alloc(n_ba, p->a);
+  mgpu_buf a_src, b_dst, b_src, a_dst, snap_ab, snap_ba;
+  memset(&a_src, 0, sizeof a_src);
+  b_dst = b_src = a_dst = snap_ab = snap_ba = a_src;
+  if (mgpu_computes(ctx)) {
+    a_src = mgpu_alloc(n_ab, p->a);
+    b_dst = mgpu_alloc(n_ab, p->b);
+    b_src = mgpu_alloc(n_ba, p->b);
+    a_dst = mgpu_alloc(n_ba, p->a);
+    snap_ab = mgpu_alloc(n_ab, p->a);
+    snap_ba = mgpu_alloc(n_ba, p->a);
 
-  MGPU_CUDA(cudaSetDevice(p->a));
-  mgpu_fill_pattern(a_src.ptr, n_ab, ctx->seed, it_ab + 500, p->stream);
-  mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba + 500, p->stream);
-  MGPU_CUDA(cudaStreamSynchronize(p->stream));
+    MGPU_CUDA(cudaSetDevice(p->a));
+    mgpu_fill_pattern(a_src.ptr, n_ab, ctx->seed, it_ab + 500, p->stream);
+    mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba + 500, p->stream);
+    MGPU_CUDA(cudaStreamSynchronize(p->stream));
 
-  mgpu_delay(p->stream, kDelayNs);
-  mgpu_fill_pattern(a_src.ptr, n_ab, ctx->seed, it_ab, p->stream);
-  mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba, p->stream);
-  exchange(b_dst.ptr, a_src.ptr, n_ab, a_dst.ptr, b_src.ptr, n_ba, p->a, p->b, p->stream);
-  expect_no_pending_error("exchange");
-  MGPU_CUDA(cudaSetDevice(p->a));
-  MGPU_CUDA(cudaMemcpyAsync(snap_ab.ptr, b_dst.ptr, n_ab, cudaMemcpyDefault, p->stream));
-  MGPU_CUDA(cudaMemcpyAsync(snap_ba.ptr, a_dst.ptr, n_ba, cudaMemcpyDefault, p->stream));
-  MGPU_CUDA(cudaStreamSynchronize(p->stream));
-  sync_all(ctx->num_devices);
+    mgpu_delay(p->stream, kDelayNs);
+    mgpu_fill_pattern(a_src.ptr, n_ab, ctx->seed, it_ab, p->stream);
+    mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba, p->stream);
+    MGPU_LEARNER(exchange(b_dst.ptr, a_src.ptr, n_ab, a_dst.ptr, b_src.ptr, n_ba, p->a, p->b, p->stream));
+    expect_no_pending_error("exchange");
+    MGPU_CUDA(cudaSetDevice(p->a));
+    MGPU_CUDA(cudaMemcpyAsync(snap_ab.ptr, b_dst.ptr, n_ab, cudaMemcpyDefault, p->stream));
+    MGPU_CUDA(cudaMemcpyAsync(snap_ba.ptr, a_dst.ptr, n_ba, cudaMemcpyDefault, p->stream));
+    MGPU_CUDA(cudaStreamSynchronize(p->stream));
+    sync_all(ctx->num_devices);
+    MGPU_CUDA(cudaSetDevice(p->a));
+  }
 
   /* What `stream` saw right after exchange(), then what arrived in the end. */
-  MGPU_CUDA(cudaSetDevice(p->a));
-  tally s_ab = compare(snap_ab.ptr, n_ab, ctx->seed, it_ab, it_ab + 500, host, r, 0);
-  tally s_ba = compare(snap_ba.ptr, n_ba, ctx->seed, it_ba, it_ba + 500, host, r, (long long)n_ab);
-  tally f_ab = compare(b_dst.ptr, n_ab, ctx->seed, it_ab, it_ab + 500, host, NULL, 0);
-  tally f_ba = compare(a_dst.ptr, n_ba, ctx->seed, it_ba, it_ba + 500, host, NULL, 0);
-  r->guard_hits += mgpu_guard_hits(&b_dst) + mgpu_guard_hits(&a_dst) + mgpu_guard_hits(&a_src) +
-                   mgpu_guard_hits(&b_src);
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s/%d/snap-ab", name, pk);
+  tally s_ab = compare(ctx, tag, snap_ab.ptr, n_ab, it_ab, it_ab + 500, host, r, 0);
+  snprintf(tag, sizeof tag, "%s/%d/snap-ba", name, pk);
+  tally s_ba = compare(ctx, tag, snap_ba.ptr, n_ba, it_ba, it_ba + 500, host, r, (long long)n_ab);
+  snprintf(tag, sizeof tag, "%s/%d/dst-ab", name, pk);
+  tally f_ab = compare(ctx, tag, b_dst.ptr, n_ab, it_ab, it_ab + 500, host, NULL, 0);
+  snprintf(tag, sizeof tag, "%s/%d/dst-ba", name, pk);
+  tally f_ba = compare(ctx, tag, a_dst.ptr, n_ba, it_ba, it_ba + 500, host, NULL, 0);
+  long long hits = 0;
+  if (mgpu_computes(ctx)) {
+    hits = mgpu_guard_hits(&b_dst) + mgpu_guard_hits(&a_dst) + mgpu_guard_hits(&a_src) + mgpu_guard_hits(&b_src);
+    mgpu_free(&a_src);
+    mgpu_free(&b_dst);
+    mgpu_free(&b_src);
+    mgpu_free(&a_dst);
+    mgpu_free(&snap_ab);
+    mgpu_free(&snap_ba);
+  }
+  snprintf(tag, sizeof tag, "%s/%d/guards", name, pk);
+  if (!mgpu_hand_over(ctx, tag, &hits, sizeof hits)) return;
+  r->guard_hits += hits;
 
   if (!r->msg[0]) {
     const struct {
@@ -143,12 +172,6 @@ static void check_pair(mgpu_ctx *ctx, const pair *p, const char *name, size_t n_
       snprintf(r->msg, sizeof r->msg, "%lld guard bytes around the buffers changed: write each "
                "destination's bytes and nothing else", r->guard_hits);
   }
-  mgpu_free(&a_src);
-  mgpu_free(&b_dst);
-  mgpu_free(&b_src);
-  mgpu_free(&a_dst);
-  mgpu_free(&snap_ab);
-  mgpu_free(&snap_ba);
 }
 
 /* ---- timing -------------------------------------------------------------------------------- */
@@ -162,10 +185,15 @@ typedef struct perf_bufs {
   size_t n;
 } perf_bufs;
 
+static void call_exchange(const perf_bufs *b, cudaStream_t stream) {
+  (void)b;
+  (void)stream;
+  MGPU_LEARNER(exchange(b->b_dst2, b->a_src2, b->n, b->a_dst, b->b_src, b->n, b->p->a, b->p->b, stream));
+}
+
 static void op_exchange(void *arg, int iter, cudaStream_t stream) {
-  perf_bufs *b = (perf_bufs *)arg;
   (void)iter;
-  exchange(b->b_dst2, b->a_src2, b->n, b->a_dst, b->b_src, b->n, b->p->a, b->p->b, stream);
+  call_exchange((const perf_bufs *)arg, stream);
 }
 
 static void op_one_way(void *arg, int iter, cudaStream_t stream) {
@@ -197,33 +225,39 @@ enum { kTimedAB = 900, kTimedBA = 901, kAfterAB = 902, kAfterBA = 903 }; /* patt
 
 /* The case "after-timing": the last timed call's a_dst (b_src unchanged during timing; b_dst2
  * is the baseline's destination too, so it tells nothing), then one more exchange exactly as
- * the timed ones, with sources no call has seen and poisoned destinations. */
+ * the timed ones, with sources no call has seen and poisoned destinations. The rank hands over
+ * a_dst before and after, the first n bytes of b_dst2 and the guard count. */
 static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mgpu_buf *b_dst2,
                                mgpu_buf *b_src, mgpu_buf *a_dst, uint8_t *host) {
   const pair *p = b->p;
   const size_t n = b->n;
   mgpu_result r;
   mgpu_result_init(&r, 2 * (long long)n);
-  MGPU_CUDA(cudaSetDevice(p->a));
-  const tally last = compare(a_dst->ptr, n, ctx->seed, kTimedBA, kTimedBA, host, NULL, 0);
+  if (mgpu_computes(ctx)) MGPU_CUDA(cudaSetDevice(p->a));
+  const tally last = compare(ctx, "after-timing/last", a_dst->ptr, n, kTimedBA, kTimedBA, host, NULL, 0);
 
-  mgpu_fill_pattern(a_src2->ptr, n, ctx->seed, kAfterAB, p->stream);
-  mgpu_fill_pattern(b_src->ptr, n, ctx->seed, kAfterBA, p->stream);
-  mgpu_poison(b_dst2, 0);
-  mgpu_poison(a_dst, 0);
-  sync_all(ctx->num_devices);
-  MGPU_CUDA(cudaSetDevice(p->a));
-  op_exchange(b, 0, p->stream);
-  expect_no_pending_error("exchange");
-  MGPU_CUDA(cudaSetDevice(p->a));
-  MGPU_CUDA(cudaStreamSynchronize(p->stream));
-  sync_all(ctx->num_devices);
+  if (mgpu_computes(ctx)) {
+    mgpu_fill_pattern(a_src2->ptr, n, ctx->seed, kAfterAB, p->stream);
+    mgpu_fill_pattern(b_src->ptr, n, ctx->seed, kAfterBA, p->stream);
+    mgpu_poison(b_dst2, 0);
+    mgpu_poison(a_dst, 0);
+    sync_all(ctx->num_devices);
+    MGPU_CUDA(cudaSetDevice(p->a));
+    op_exchange(b, 0, p->stream);
+    expect_no_pending_error("exchange");
+    MGPU_CUDA(cudaSetDevice(p->a));
+    MGPU_CUDA(cudaStreamSynchronize(p->stream));
+    sync_all(ctx->num_devices);
+    MGPU_CUDA(cudaSetDevice(p->a));
+  }
 
-  MGPU_CUDA(cudaSetDevice(p->a));
-  const tally ab = compare(b_dst2->ptr, n, ctx->seed, kAfterAB, kTimedAB, host, &r, 0);
-  const tally ba = compare(a_dst->ptr, n, ctx->seed, kAfterBA, kTimedBA, host, &r, (long long)n);
-  r.guard_hits = mgpu_guard_hits(a_src2) + mgpu_guard_hits(b_dst2) + mgpu_guard_hits(b_src) +
-                 mgpu_guard_hits(a_dst);
+  const tally ab = compare(ctx, "after-timing/ab", b_dst2->ptr, n, kAfterAB, kTimedAB, host, &r, 0);
+  const tally ba = compare(ctx, "after-timing/ba", a_dst->ptr, n, kAfterBA, kTimedBA, host, &r, (long long)n);
+  long long hits = 0;
+  if (mgpu_computes(ctx))
+    hits = mgpu_guard_hits(a_src2) + mgpu_guard_hits(b_dst2) + mgpu_guard_hits(b_src) + mgpu_guard_hits(a_dst);
+  if (!mgpu_hand_over(ctx, "after-timing/guards", &hits, sizeof hits)) return;
+  r.guard_hits = hits;
   if (last.bad + last.unwritten)
     snprintf(r.msg, sizeof r.msg,
              "after the timed calls, a_dst did not hold what b_src held during them (%lld of %zu "
@@ -245,6 +279,13 @@ static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mg
 
 static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *host) {
   const size_t n = (size_t)c->n;
+  if (!mgpu_computes(ctx)) { /* the verifier: the after-timing check only */
+    mgpu_buf none;
+    memset(&none, 0, sizeof none);
+    perf_bufs b = {p, NULL, NULL, NULL, NULL, n};
+    check_after_timing(ctx, &b, &none, &none, &none, &none, host);
+    return;
+  }
   mgpu_buf a_src2 = mgpu_alloc(2 * n, p->a), b_dst2 = mgpu_alloc(2 * n, p->b);
   mgpu_buf b_src = mgpu_alloc(n, p->b), a_dst = mgpu_alloc(n, p->a);
   MGPU_CUDA(cudaSetDevice(p->a));
@@ -308,40 +349,50 @@ int main(int argc, char **argv) {
   if (ctx.world != 1)
     mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0,
               "module5/copy-engines runs as one process (launcher single)");
-  if (ctx.num_devices < 1) mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "no GPU");
+  /* The rank counts its GPUs and hands the count over: the verifier (no GPU) pairs them alike. */
+  int ndev = 0;
+  if (mgpu_computes(&ctx)) {
+    if (ctx.num_devices < 1) mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "no GPU");
+    ndev = ctx.num_devices;
+  }
+  mgpu_hand_over(&ctx, "gpus", &ndev, sizeof ndev);
+  check_handed_count("gpus", ndev, kMaxGPUs);
 
   pair pairs[kMaxPairs];
-  int np = ctx.num_devices >= 2 ? ctx.num_devices / 2 : 1;
+  memset(pairs, 0, sizeof pairs);
+  int np = ndev >= 2 ? ndev / 2 : 1;
   if (np > kMaxPairs) np = kMaxPairs;
   for (int k = 0; k < np; k++) {
-    pairs[k].a = ctx.num_devices >= 2 ? 2 * k : 0;
-    pairs[k].b = ctx.num_devices >= 2 ? 2 * k + 1 : 0;
+    pairs[k].a = ndev >= 2 ? 2 * k : 0;
+    pairs[k].b = ndev >= 2 ? 2 * k + 1 : 0;
+    if (!mgpu_computes(&ctx)) continue;
     enable_peer(pairs[k].a, pairs[k].b);
     enable_peer(pairs[k].b, pairs[k].a);
     MGPU_CUDA(cudaSetDevice(pairs[k].a));
     MGPU_CUDA(cudaStreamCreateWithFlags(&pairs[k].stream, cudaStreamNonBlocking));
   }
-  if (ctx.num_devices == 1) mgpu_note("one GPU: it is paired with itself");
+  if (mgpu_computes(&ctx) && ndev == 1) mgpu_note("one GPU: it is paired with itself");
 
-  uint8_t *host = NULL;
-  MGPU_CUDA(cudaMallocHost((void **)&host, 2 * kStage)); /* got, want */
+  uint8_t *host = stage_alloc(&ctx);
   for (int c = 0; c < ctx.ncases; c++) {
     size_t n_ab, n_ba;
     sizes(&ctx.cases[c], &n_ab, &n_ba);
     mgpu_result r;
     mgpu_result_init(&r, (long long)(n_ab + n_ba) * np);
-    for (int k = 0; k < np; k++) check_pair(&ctx, &pairs[k], ctx.cases[c].name, n_ab, n_ba, 10 * c + 1, &r, host);
-    mgpu_record_case(ctx.cases[c].name, &r, 0);
+    for (int k = 0; k < np; k++) check_pair(&ctx, &pairs[k], k, ctx.cases[c].name, n_ab, n_ba, 10 * c + 1, &r, host);
+    if (mgpu_verifies(&ctx)) mgpu_record_case(ctx.cases[c].name, &r, 0);
   }
   if (ctx.perf) {
-    MGPU_CUDA(cudaSetDevice(pairs[0].a));
+    if (mgpu_computes(&ctx)) MGPU_CUDA(cudaSetDevice(pairs[0].a));
     for (int c = 0; c < ctx.nperf_cases; c++) run_perf(&ctx, &pairs[0], &ctx.perf_cases[c], host);
   }
-  MGPU_CUDA(cudaFreeHost(host));
-  sync_all(ctx.num_devices);
-  for (int k = 0; k < np; k++) {
-    MGPU_CUDA(cudaSetDevice(pairs[k].a));
-    MGPU_CUDA(cudaStreamDestroy(pairs[k].stream));
+  stage_free(&ctx, host);
+  if (mgpu_computes(&ctx)) {
+    sync_all(ctx.num_devices);
+    for (int k = 0; k < np; k++) {
+      MGPU_CUDA(cudaSetDevice(pairs[k].a));
+      MGPU_CUDA(cudaStreamDestroy(pairs[k].stream));
+    }
   }
   return mgpu_finish(&ctx);
 }

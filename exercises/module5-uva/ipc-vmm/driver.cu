@@ -17,6 +17,12 @@
  * exactly (integers, tolerance 0). A rank's values differ from every other rank's, so reading
  * the wrong buffer fails. If any rank's export gives nothing usable, every rank records the
  * case as failed and skips the exchange (the ranks agree first, so nobody waits forever).
+ *
+ * The comparisons are each rank's verifier's (`verifier: true`, docs/protocol.md §4): handles,
+ * descriptors, mappings and rendezvous stay in the rank, which hands over what it found of the
+ * learner's export (usable here, usable on every rank; for VMM the descriptor and region), whether
+ * the import gave an address, and `out` with its guard count. The verifier makes mine + prev's
+ * values on the CPU and records every case.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,23 +53,40 @@ static int all_ok(mgpu_ctx *ctx, const char *key, int mine) {
   return ok;
 }
 
-static void failed_case(const char *name, long long n, const char *msg) {
+/* Where the check is made: the case failed without a sum to compare. */
+static void failed_case(mgpu_ctx *ctx, const char *name, long long n, const char *msg) {
+  if (!mgpu_verifies(ctx)) return;
   mgpu_result r;
   mgpu_result_init(&r, n);
   snprintf(r.msg, sizeof r.msg, "%s", msg);
   mgpu_record_case(name, &r, 1);
 }
 
-/* out == mine + prev's values, every element; writes the case record. */
+/* The rank reads out back and counts its guard bytes and hands both over ("<name>/out",
+ * "<name>/guards"); where the check is made, out == mine + prev's values, every element, and the
+ * case record. Called on the same path in both programs (after the import gave an address). */
 static void check_sum(mgpu_ctx *ctx, const char *name, const mgpu_buf *out, long long n, int it, int prev,
                       const char *how) {
-  float *want = (float *)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  const size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
+  float *got = (float *)malloc(bytes);
+  if (!got) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  long long hits = 0;
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMemcpy(got, out->ptr, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    hits = mgpu_guard_hits(out);
+  }
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s/out", name);
+  mgpu_hand_over(ctx, tag, got, sizeof(float) * (size_t)n);
+  snprintf(tag, sizeof tag, "%s/guards", name);
+  if (!mgpu_hand_over(ctx, tag, &hits, sizeof hits)) {
+    free(got);
+    return;
+  }
+  float *want = (float *)malloc(bytes);
   if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
   const uint64_t km = mgpu_exact_key(ctx->seed, ctx->rank, it), kp = mgpu_exact_key(ctx->seed, prev, it);
   for (long long i = 0; i < n; i++) want[i] = mgpu_exact_value_k(km, i) + mgpu_exact_value_k(kp, i);
-  float *got = (float *)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-  if (!got) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  MGPU_CUDA(cudaMemcpy(got, out->ptr, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
   mgpu_result r;
   mgpu_result_init(&r, n);
   long long own = 0, wrong = 0, poison = 0;
@@ -79,7 +102,7 @@ static void check_sum(mgpu_ctx *ctx, const char *name, const mgpu_buf *out, long
       own++;
   }
   free(got);
-  r.guard_hits = mgpu_guard_hits(out);
+  r.guard_hits = hits;
   if (wrong > 0 && own * 2 >= wrong)
     snprintf(r.msg, sizeof r.msg, "rank %d (%s): %lld of %lld sums equal twice this rank's own value: the kernel read this rank's buffer, not the one rank %d shared",
              ctx->rank, how, own, n, prev);
@@ -93,53 +116,82 @@ static void check_sum(mgpu_ctx *ctx, const char *name, const mgpu_buf *out, long
   free(want);
 }
 
+/* Whether the learner's import gave an address, as the rank found it (handed over). */
+static int hand_over_imported(mgpu_ctx *ctx, const char *name, int imported) {
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s/imported", name);
+  mgpu_hand_over(ctx, tag, &imported, sizeof imported);
+  return imported;
+}
+
 static void run_ipc(mgpu_ctx *ctx, const mgpu_case *c, int it, cudaStream_t stream) {
   const long long n = c->n;
   const int prev = (ctx->rank + ctx->world - 1) % ctx->world;
   float *mine = NULL;
-  MGPU_CUDA(cudaMalloc((void **)&mine, sizeof(float) * (size_t)n));
-  mgpu_fill_exact_f32(mine, n, ctx->seed, ctx->rank, it, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
+  cudaIpcMemHandle_t *all = NULL;
+  /* What the rank found of ipc_export: {this rank's handle is non-empty, every rank's is}. */
+  int exported[2] = {0, 0};
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMalloc((void **)&mine, sizeof(float) * (size_t)n));
+    mgpu_fill_exact_f32(mine, n, ctx->seed, ctx->rank, it, stream);
+    MGPU_CUDA(cudaStreamSynchronize(stream));
 
-  cudaIpcMemHandle_t h, *all = (cudaIpcMemHandle_t *)calloc((size_t)ctx->world, sizeof h);
-  if (!all) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
-  memset(&h, 0, sizeof h);
-  ipc_export(mine, &h);
-  expect_no_pending_error("ipc_export");
-  cudaIpcMemHandle_t zero;
-  memset(&zero, 0, sizeof zero);
-  const int exported = memcmp(&h, &zero, sizeof h) != 0;
-  if (!all_ok(ctx, "ipc-exported", exported)) {
-    failed_case(c->name, n, exported ? "another rank's ipc_export left its handle empty: no buffer to read"
-                                     : "ipc_export left the handle empty (all zero bytes): nothing can be mapped from it");
-    MGPU_CUDA(cudaFree(mine));
+    cudaIpcMemHandle_t h;
+    all = (cudaIpcMemHandle_t *)calloc((size_t)ctx->world, sizeof h);
+    if (!all) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
+    memset(&h, 0, sizeof h);
+    MGPU_LEARNER(ipc_export(mine, &h));
+    expect_no_pending_error("ipc_export");
+    cudaIpcMemHandle_t zero;
+    memset(&zero, 0, sizeof zero);
+    exported[0] = memcmp(&h, &zero, sizeof h) != 0;
+    exported[1] = all_ok(ctx, "ipc-exported", exported[0]);
+    if (exported[1]) {
+      for (int r = 0; r < ctx->world; r++) {
+        if (r == ctx->rank) all[r] = h;
+        mgpu_share(ctx, "ipc-handle", &all[r], sizeof all[r], r);
+      }
+    }
+  }
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s/exported", c->name);
+  mgpu_hand_over(ctx, tag, exported, sizeof exported);
+  if (!exported[1]) {
+    failed_case(ctx, c->name, n, exported[0] ? "another rank's ipc_export left its handle empty: no buffer to read"
+                                             : "ipc_export left the handle empty (all zero bytes): nothing can be mapped from it");
+    if (mgpu_computes(ctx)) MGPU_CUDA(cudaFree(mine));
     free(all);
     return;
   }
-  for (int r = 0; r < ctx->world; r++) {
-    if (r == ctx->rank) all[r] = h;
-    mgpu_share(ctx, "ipc-handle", &all[r], sizeof all[r], r);
+
+  float *peer = NULL;
+  mgpu_buf out;
+  memset(&out, 0, sizeof out);
+  if (mgpu_computes(ctx)) {
+    MGPU_LEARNER(peer = (float *)ipc_import(&all[prev]));
+    expect_no_pending_error("ipc_import");
+    out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+    if (peer) {
+      MGPU_LEARNER(add_peer((float *)out.ptr, mine, peer, n, stream));
+      expect_no_pending_error("add_peer");
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      MGPU_CUDA(cudaDeviceSynchronize());
+    }
   }
-  float *peer = (float *)ipc_import(&all[prev]);
-  expect_no_pending_error("ipc_import");
-  mgpu_buf out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
-  if (peer) {
-    add_peer((float *)out.ptr, mine, peer, n, stream);
-    expect_no_pending_error("add_peer");
-    MGPU_CUDA(cudaStreamSynchronize(stream));
-    MGPU_CUDA(cudaDeviceSynchronize());
+  if (hand_over_imported(ctx, c->name, peer != NULL))
     check_sum(ctx, c->name, &out, n, it, prev, "CUDA IPC");
-  } else {
-    failed_case(c->name, n, "ipc_import returned NULL: the peer's buffer was not mapped");
+  else
+    failed_case(ctx, c->name, n, "ipc_import returned NULL: the peer's buffer was not mapped");
+  if (mgpu_computes(ctx)) {
+    mgpu_barrier(ctx, "ipc-read"); /* nobody closes or frees while another rank still reads */
+    if (peer) {
+      MGPU_LEARNER(ipc_close(peer));
+      expect_no_pending_error("ipc_close");
+    }
+    mgpu_barrier(ctx, "ipc-closed");
+    mgpu_free(&out);
+    MGPU_CUDA(cudaFree(mine));
   }
-  mgpu_barrier(ctx, "ipc-read"); /* nobody closes or frees while another rank still reads */
-  if (peer) {
-    ipc_close(peer);
-    expect_no_pending_error("ipc_close");
-  }
-  mgpu_barrier(ctx, "ipc-closed");
-  mgpu_free(&out);
-  MGPU_CUDA(cudaFree(mine));
   free(all);
 }
 
@@ -150,49 +202,71 @@ static void run_vmm(mgpu_ctx *ctx, const mgpu_cu *cu, const mgpu_case *c, int it
   vmm_region mine, peer;
   memset(&mine, 0, sizeof mine);
   memset(&peer, 0, sizeof peer);
-  const int fd = vmm_create(cu, bytes, ctx->device, &mine);
-  expect_no_pending_error("vmm_create");
-  const int usable = fd >= 0 && fcntl(fd, F_GETFD) >= 0 && mine.ptr != 0 && mine.size >= bytes;
-  if (!all_ok(ctx, "vmm-created", usable)) {
+  (void)cu;
+  /* What the rank found of vmm_create: {usable here, usable on every rank, the descriptor, the
+   * region's address and size}. */
+  long long created[5] = {0, 0, -1, 0, 0};
+  int fd = -1;
+  if (mgpu_computes(ctx)) {
+    MGPU_LEARNER(fd = vmm_create(cu, bytes, ctx->device, &mine));
+    expect_no_pending_error("vmm_create");
+    created[0] = fd >= 0 && fcntl(fd, F_GETFD) >= 0 && mine.ptr != 0 && mine.size >= bytes;
+    created[1] = all_ok(ctx, "vmm-created", (int)created[0]);
+    created[2] = fd;
+    created[3] = (long long)mine.ptr;
+    created[4] = (long long)mine.size;
+  }
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s/created", c->name);
+  mgpu_hand_over(ctx, tag, created, sizeof created);
+  if (!created[1]) {
     char msg[300];
-    if (usable)
+    if (created[0])
       snprintf(msg, sizeof msg, "another rank's vmm_create returned no usable region and descriptor");
     else
       snprintf(msg, sizeof msg, "vmm_create returned descriptor %d, region at 0x%llx of %zu bytes (%zu asked): it must return an open file descriptor and a mapped region at least as large as asked",
-               fd, (unsigned long long)mine.ptr, mine.size, bytes);
-    failed_case(c->name, n, msg);
+               (int)created[2], (unsigned long long)created[3], (size_t)created[4], bytes);
+    failed_case(ctx, c->name, n, msg);
     if (fd >= 0) close(fd);
     return;
   }
-  mgpu_fill_exact_f32((float *)(uintptr_t)mine.ptr, n, ctx->seed, ctx->rank, it, stream);
-  MGPU_CUDA(cudaStreamSynchronize(stream));
 
-  int *fds = (int *)calloc((size_t)ctx->world, sizeof(int));
-  if (!fds) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
-  mgpu_share_fds(ctx, "vmm", &fd, 1, fds);
-  close(fd);
-  vmm_import(cu, fds[prev], bytes, ctx->device, &peer);
-  expect_no_pending_error("vmm_import");
-  for (int r = 0; r < ctx->world; r++) close(fds[r]);
-  free(fds);
-
-  mgpu_buf out = mgpu_alloc(bytes, ctx->device);
-  if (peer.ptr) {
-    add_peer((float *)out.ptr, (const float *)(uintptr_t)mine.ptr, (const float *)(uintptr_t)peer.ptr, n, stream);
-    expect_no_pending_error("add_peer");
+  mgpu_buf out;
+  memset(&out, 0, sizeof out);
+  if (mgpu_computes(ctx)) {
+    mgpu_fill_exact_f32((float *)(uintptr_t)mine.ptr, n, ctx->seed, ctx->rank, it, stream);
     MGPU_CUDA(cudaStreamSynchronize(stream));
-    MGPU_CUDA(cudaDeviceSynchronize());
-    check_sum(ctx, c->name, &out, n, it, prev, "VMM");
-  } else {
-    failed_case(c->name, n, "vmm_import left the region unmapped (ptr 0)");
+
+    int *fds = (int *)calloc((size_t)ctx->world, sizeof(int));
+    if (!fds) mgpu_fail("driver", "calloc", __FILE__, __LINE__, 0, "out of host memory");
+    mgpu_share_fds(ctx, "vmm", &fd, 1, fds);
+    close(fd);
+    MGPU_LEARNER(vmm_import(cu, fds[prev], bytes, ctx->device, &peer));
+    expect_no_pending_error("vmm_import");
+    for (int r = 0; r < ctx->world; r++) close(fds[r]);
+    free(fds);
+
+    out = mgpu_alloc(bytes, ctx->device);
+    if (peer.ptr) {
+      MGPU_LEARNER(add_peer((float *)out.ptr, (const float *)(uintptr_t)mine.ptr, (const float *)(uintptr_t)peer.ptr, n, stream));
+      expect_no_pending_error("add_peer");
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      MGPU_CUDA(cudaDeviceSynchronize());
+    }
   }
-  mgpu_barrier(ctx, "vmm-read");
-  if (peer.ptr) vmm_release(cu, &peer);
-  expect_no_pending_error("vmm_release");
-  mgpu_barrier(ctx, "vmm-unmapped");
-  vmm_release(cu, &mine);
-  expect_no_pending_error("vmm_release");
-  mgpu_free(&out);
+  if (hand_over_imported(ctx, c->name, peer.ptr != 0))
+    check_sum(ctx, c->name, &out, n, it, prev, "VMM");
+  else
+    failed_case(ctx, c->name, n, "vmm_import left the region unmapped (ptr 0)");
+  if (mgpu_computes(ctx)) {
+    mgpu_barrier(ctx, "vmm-read");
+    if (peer.ptr) MGPU_LEARNER(vmm_release(cu, &peer));
+    expect_no_pending_error("vmm_release");
+    mgpu_barrier(ctx, "vmm-unmapped");
+    MGPU_LEARNER(vmm_release(cu, &mine));
+    expect_no_pending_error("vmm_release");
+    mgpu_free(&out);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -201,9 +275,12 @@ int main(int argc, char **argv) {
   if (ctx.world < 2)
     mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0,
               "module5/ipc-vmm shares memory between processes: it needs at least 2 ranks (--ranks 2 runs two on one GPU)");
-  const mgpu_cu *cu = mgpu_cu_api();
-  cudaStream_t stream;
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const mgpu_cu *cu = NULL;
+  cudaStream_t stream = NULL;
+  if (mgpu_computes(&ctx)) {
+    cu = mgpu_cu_api();
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
   for (int k = 0; k < ctx.ncases; k++) {
     const mgpu_case *c = &ctx.cases[k];
     if (strncmp(c->name, "ipc-", 4) == 0)
@@ -213,6 +290,6 @@ int main(int argc, char **argv) {
     else
       mgpu_fail("driver", "cases", __FILE__, __LINE__, 0, "case names start with ipc- or vmm-");
   }
-  MGPU_CUDA(cudaStreamDestroy(stream));
+  if (mgpu_computes(&ctx)) MGPU_CUDA(cudaStreamDestroy(stream));
   return mgpu_finish(&ctx);
 }

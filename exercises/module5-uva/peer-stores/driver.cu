@@ -17,6 +17,11 @@
  *
  * Performance (GPU 0 -> GPU 1): sm_copy of 1 GiB against cudaMemcpyPeerAsync of the same
  * bytes, same run, alternating (mgpu_time_pair, algbw).
+ *
+ * The comparisons are the verifier's (`verifier: true`, docs/protocol.md §4; the code is in
+ * ../shared/peer_copy_bench.cuh): the rank hands over every snapshot and dst, in chunks, with
+ * the number of GPUs, dst's misaligned head and its guard count; the verifier makes the
+ * expected bytes on the CPU.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -34,38 +39,22 @@ static const char *const kFn = "sm_copy";
 
 /* The learner's call, on GPU `dev` (current). */
 static void learner_copy(int dev, void *dst, const void *src, size_t bytes, cudaStream_t stream) {
-  (void)dev;
-  sm_copy(dst, src, bytes, stream);
+  (void)dst;
+  (void)src;
+  (void)bytes;
+  (void)stream;
+  MGPU_LEARNER(sm_copy(dst, src, bytes, stream));
   expect_no_pending_error(kFn);
   MGPU_CUDA(cudaSetDevice(dev));
 }
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  mgpu_init_nodevice(&ctx, argc, argv);
-  if (ctx.world != 1)
-    mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "this exercise runs as one process (launcher single)");
-  if (ctx.num_devices < 1) mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "no GPU");
   ring g;
-  g.n = ctx.num_devices < kMaxDevices ? ctx.num_devices : kMaxDevices;
-  for (int i = 0; i < g.n; i++) enable_peer(i, next_of(&g, i));
-  for (int i = 0; i < g.n; i++) {
-    MGPU_CUDA(cudaSetDevice(i));
-    MGPU_CUDA(cudaStreamCreateWithFlags(&g.stream[i], cudaStreamNonBlocking));
-  }
-  if (g.n == 1) mgpu_note("one GPU: it copies to itself");
-  uint8_t *host = NULL;
-  MGPU_CUDA(cudaMallocHost((void **)&host, 2 * kStage)); /* got, want */
-  for (int c = 0; c < ctx.ncases; c++) run_case(&ctx, &g, &ctx.cases[c], 10 * c + 1, host);
-  if (ctx.perf) {
-    MGPU_CUDA(cudaSetDevice(0));
-    for (int c = 0; c < ctx.nperf_cases; c++) run_perf(&ctx, &g, &ctx.perf_cases[c], host);
-  }
-  MGPU_CUDA(cudaFreeHost(host));
-  sync_all(g.n);
-  for (int i = 0; i < g.n; i++) {
-    MGPU_CUDA(cudaSetDevice(i));
-    MGPU_CUDA(cudaStreamDestroy(g.stream[i]));
-  }
+  mgpu_init_nodevice(&ctx, argc, argv);
+  bench_open(&ctx, &g);                            /* the rank: GPUs, peer access, streams */
+  mgpu_hand_over(&ctx, "gpus", &g.n, sizeof g.n); /* how many GPUs the verifier hears about */
+  bench_run(&ctx, &g);
+  bench_close(&ctx, &g);
   return mgpu_finish(&ctx);
 }

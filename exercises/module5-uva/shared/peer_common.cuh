@@ -1,7 +1,12 @@
 /*
  * peer_common.cuh: what the drivers of module5's copy exercises (copy-engines, peer-stores,
  * tma-peer) share (course-owned; a support file, "../shared/peer_common.cuh"): waiting for every
- * GPU, enabling peer access, and the byte-by-byte comparison with a pattern.
+ * GPU, enabling peer access, host staging, and the byte-by-byte comparison with a pattern.
+ *
+ * The exercises are split (`verifier: true`, docs/protocol.md §4): compare() has the rank read
+ * device memory back in chunks of kStage bytes and hand each chunk over; the verifier, which
+ * has no GPU, makes the expected pattern bytes on the CPU and tallies the differences. Before
+ * including it, a driver defines kStage (bytes per chunk, a multiple of 4096).
  */
 #ifndef MODULE5_PEER_COMMON_CUH
 #define MODULE5_PEER_COMMON_CUH
@@ -30,56 +35,120 @@ static void enable_peer(int from, int to) {
     MGPU_CUDA(e);
 }
 
+/* kStage bytes of host memory for the chunks: pinned in the rank, which reads them from the
+ * GPU; plain memory in the verifier, where they arrive. */
+static uint8_t *stage_alloc(const mgpu_ctx *ctx) {
+  uint8_t *p = NULL;
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMallocHost((void **)&p, kStage));
+  } else {
+    p = (uint8_t *)malloc(kStage);
+    if (!p) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
+  return p;
+}
+
+static void stage_free(const mgpu_ctx *ctx, uint8_t *p) {
+  if (mgpu_computes(ctx))
+    MGPU_CUDA(cudaFreeHost(p));
+  else
+    free(p);
+}
+
+/* A count the rank handed over (of GPUs), checked where it arrives: 1..max. */
+static void check_handed_count(const char *tag, int n, int max) {
+  if (n >= 1 && n <= max) return;
+  char msg[160];
+  snprintf(msg, sizeof msg, "the rank handed over %d under \"%s\"; its driver counts 1 to %d", n, tag, max);
+  mgpu_fail("verifier", "mgpu_hand_over", __FILE__, __LINE__, 0, msg);
+}
+
 typedef struct tally {
   long long bad, unwritten, old, first;
 } tally;
 
-/* Compares `n` bytes of device memory with pattern (seed, iter): the expected bytes are made on
- * the current GPU, both sides are copied back in chunks and compared with memcmp, and only
- * chunks that differ are looked at byte by byte. Bytes equal to pattern (seed, old_iter) where
- * it differs from the new one are counted as old. Mismatches go into r when r != NULL. */
-static tally compare(const void *dev, size_t n, uint64_t seed, int iter, int old_iter, uint8_t *host,
-                     mgpu_result *r, long long index_base) {
-  tally t = {0, 0, 0, -1};
-  const uint64_t old_key = mgpu_pattern_key(seed, old_iter);
-  uint8_t *want = NULL, *h_want = host + kStage;
-  MGPU_CUDA(cudaMalloc((void **)&want, n));
-  mgpu_fill_pattern(want, n, seed, iter, 0);
-  MGPU_CUDA(cudaDeviceSynchronize());
-  for (size_t off = 0; off < n; off += kStage) {
-    const size_t m = n - off < kStage ? n - off : kStage;
-    MGPU_CUDA(cudaMemcpy(host, (const char *)dev + off, m, cudaMemcpyDefault));
-    MGPU_CUDA(cudaMemcpy(h_want, want + off, m, cudaMemcpyDefault));
-    if (r) r->checked += (long long)m;
-    for (size_t b = 0; b < m; b += 4096) {
-      const size_t k = m - b < 4096 ? m - b : 4096;
-      if (memcmp(host + b, h_want + b, k) == 0) continue;
-      for (size_t j = b; j < b + k; j++) {
-        const long long i = (long long)(off + j);
-        const uint8_t w = h_want[j], got = host[j];
-        if (got == w) continue;
-        if (got == 0xFF) {
-          t.unwritten++;
-          if (r) r->unwritten++;
-        } else {
-          t.bad++;
-          if (r) r->bad++;
-          if (got == mgpu_pattern_byte_k(old_key, i)) t.old++;
-        }
-        if (t.first < 0) t.first = i;
-        if (r && r->nfirst < 8) {
-          mgpu_mismatch *mm = &r->first[r->nfirst++];
-          mm->i = index_base + i;
-          if (got == 0xFF)
-            snprintf(mm->got, sizeof mm->got, "0xff(poison)");
-          else
-            snprintf(mm->got, sizeof mm->got, "0x%02x", got);
-          snprintf(mm->want, sizeof mm->want, "0x%02x", w);
-        }
+/* The pattern's expected bytes, made on the CPU a word at a time: byte i of pattern key k is
+ * byte i & 7 (little-endian) of mix(k ^ (i >> 3)), splitmix64's finalizer (docs/harness.md,
+ * "Patterns"). pattern_bytes fills out[0..m) with bytes [off, off + m), off a multiple of 8. */
+static uint64_t pattern_mix(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+static void pattern_bytes(uint8_t *out, uint64_t key, size_t off, size_t m) {
+  for (size_t j = 0; j < m; j += 8) {
+    const uint64_t w = pattern_mix(key ^ (uint64_t)((off + j) >> 3));
+    for (size_t b = 0; b < 8 && j + b < m; b++) out[j + b] = (uint8_t)(w >> (8 * b));
+  }
+}
+
+/* One chunk (bytes [off, off + m) of the compared memory, in got) against the pattern `key`,
+ * into t and, when r != NULL, into r. Bytes equal to the `old_key` pattern where it differs from
+ * the new one are counted as old. */
+static void compare_chunk(const uint8_t *got, size_t off, size_t m, uint64_t key, uint64_t old_key, tally *t,
+                          mgpu_result *r, long long index_base) {
+  uint8_t want[4096];
+  /* The word-wise generator must agree with the harness's: its first word, byte by byte. */
+  pattern_bytes(want, key, off, 8);
+  for (size_t j = 0; j < 8; j++)
+    if (want[j] != mgpu_pattern_byte_k(key, (long long)(off + j)))
+      mgpu_fail("driver", "pattern_bytes", __FILE__, __LINE__, 0,
+                "the driver's pattern bytes differ from mgpu_pattern_byte_k: the harness's pattern changed");
+  if (r) r->checked += (long long)m;
+  for (size_t b = 0; b < m; b += sizeof want) {
+    const size_t k = m - b < sizeof want ? m - b : sizeof want;
+    pattern_bytes(want, key, off + b, k);
+    if (memcmp(got + b, want, k) == 0) continue;
+    for (size_t j = 0; j < k; j++) {
+      const long long i = (long long)(off + b + j);
+      const uint8_t w = want[j], g = got[b + j];
+      if (g == w) continue;
+      if (g == 0xFF) {
+        t->unwritten++;
+        if (r) r->unwritten++;
+      } else {
+        t->bad++;
+        if (r) r->bad++;
+        if (g == mgpu_pattern_byte_k(old_key, i)) t->old++;
+      }
+      if (t->first < 0) t->first = i;
+      if (r && r->nfirst < 8) {
+        mgpu_mismatch *mm = &r->first[r->nfirst++];
+        mm->i = index_base + i;
+        if (g == 0xFF)
+          snprintf(mm->got, sizeof mm->got, "0xff(poison)");
+        else
+          snprintf(mm->got, sizeof mm->got, "0x%02x", g);
+        snprintf(mm->want, sizeof mm->want, "0x%02x", w);
       }
     }
   }
-  MGPU_CUDA(cudaFree(want));
+}
+
+/* Compares `n` bytes of device memory `dev` with pattern (seed, iter). The rank copies them back
+ * in chunks of kStage bytes into `host` (kStage bytes) and hands each over as "<tag>/<chunk>";
+ * the verifier compares each chunk as it arrives (compare_chunk) and returns the tally. Bytes
+ * equal to pattern (seed, old_iter) where it differs from the new one are counted as old.
+ * Mismatches go into r when r != NULL. In the rank, `dev` is read with the current device set;
+ * the returned tally is empty there (it compares nothing). */
+static tally compare(mgpu_ctx *ctx, const char *tag, const void *dev, size_t n, int iter, int old_iter,
+                     uint8_t *host, mgpu_result *r, long long index_base) {
+  tally t = {0, 0, 0, -1};
+  uint64_t key = 0, old_key = 0;
+  if (mgpu_verifies(ctx)) {
+    key = mgpu_pattern_key(ctx->seed, iter);
+    old_key = mgpu_pattern_key(ctx->seed, old_iter);
+  }
+  for (size_t off = 0; off < n; off += kStage) {
+    const size_t m = n - off < kStage ? n - off : kStage;
+    char t_chunk[160];
+    if (mgpu_computes(ctx)) MGPU_CUDA(cudaMemcpy(host, (const char *)dev + off, m, cudaMemcpyDefault));
+    snprintf(t_chunk, sizeof t_chunk, "%.120s/%zu", tag, off / kStage);
+    if (!mgpu_hand_over(ctx, t_chunk, host, m)) continue;
+    compare_chunk(host, off, m, key, old_key, &t, r, index_base);
+  }
   return t;
 }
 

@@ -5,8 +5,15 @@
  * Before including it, a driver defines kMaxDevices, kDelayNs, kStage, kFn (the learner's
  * function's name) and includes its exercise's header; after it, the driver defines
  *   static void learner_copy(int dev, void *dst, const void *src, size_t bytes, cudaStream_t s);
- * (the learner's call on GPU dev, current) and its main. The correctness cases, the comparison
- * and the timing against cudaMemcpyPeerAsync are here.
+ * (the learner's call on GPU dev, current, inside MGPU_LEARNER) and its main, which calls
+ * bench_open, hands the number of GPUs over (g.n, tag "gpus"), then calls bench_run and
+ * bench_close. The correctness cases, the comparison and the timing
+ * against cudaMemcpyPeerAsync are here.
+ *
+ * Both exercises are split (`verifier: true`, docs/protocol.md §4): the rank copies, reads the
+ * snapshots and destinations back and hands them over in chunks (compare(), peer_common.cuh),
+ * with the number of GPUs, the bytes before each misaligned destination and the guard counts;
+ * the verifier makes the expected pattern bytes, compares and records every case.
  */
 #ifndef MODULE5_PEER_COPY_BENCH_CUH
 #define MODULE5_PEER_COPY_BENCH_CUH
@@ -41,42 +48,58 @@ static int next_of(const ring *g, int i) { return (i + 1) % g->n; }
 static void run_case(mgpu_ctx *ctx, ring *g, const mgpu_case *c, int iter, uint8_t *host) {
   const size_t bytes = (size_t)c->n, off = case_offset(c->name);
   mgpu_buf src[kMaxDevices], dst[kMaxDevices], snap[kMaxDevices];
-  /* The pattern is laid at the misaligned address: byte i of the copy is pattern byte i. */
-  for (int i = 0; i < g->n; i++) {
-    src[i] = mgpu_alloc(bytes + off, i);
-    dst[i] = mgpu_alloc(bytes + off, next_of(g, i));
-    snap[i] = mgpu_alloc(bytes, i);
-    MGPU_CUDA(cudaSetDevice(i));
-    mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter + 500, g->stream[i]);
+  memset(dst, 0, sizeof dst);
+  memset(snap, 0, sizeof snap);
+  if (mgpu_computes(ctx)) {
+    /* The pattern is laid at the misaligned address: byte i of the copy is pattern byte i. */
+    for (int i = 0; i < g->n; i++) {
+      src[i] = mgpu_alloc(bytes + off, i);
+      dst[i] = mgpu_alloc(bytes + off, next_of(g, i));
+      snap[i] = mgpu_alloc(bytes, i);
+      MGPU_CUDA(cudaSetDevice(i));
+      mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter + 500, g->stream[i]);
+    }
+    sync_all(g->n);
+    for (int i = 0; i < g->n; i++) {
+      MGPU_CUDA(cudaSetDevice(i));
+      mgpu_delay(g->stream[i], kDelayNs);
+      mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter, g->stream[i]);
+      learner_copy(i, (char *)dst[i].ptr + off, (const char *)src[i].ptr + off, bytes, g->stream[i]);
+      MGPU_CUDA(cudaMemcpyAsync(snap[i].ptr, (const char *)dst[i].ptr + off, bytes, cudaMemcpyDefault, g->stream[i]));
+    }
+    for (int i = 0; i < g->n; i++) {
+      MGPU_CUDA(cudaSetDevice(i));
+      MGPU_CUDA(cudaStreamSynchronize(g->stream[i]));
+    }
+    sync_all(g->n);
   }
-  sync_all(g->n);
-  for (int i = 0; i < g->n; i++) {
-    MGPU_CUDA(cudaSetDevice(i));
-    mgpu_delay(g->stream[i], kDelayNs);
-    mgpu_fill_pattern((char *)src[i].ptr + off, bytes, ctx->seed, iter, g->stream[i]);
-    learner_copy(i, (char *)dst[i].ptr + off, (const char *)src[i].ptr + off, bytes, g->stream[i]);
-    MGPU_CUDA(cudaMemcpyAsync(snap[i].ptr, (const char *)dst[i].ptr + off, bytes, cudaMemcpyDefault, g->stream[i]));
-  }
-  for (int i = 0; i < g->n; i++) {
-    MGPU_CUDA(cudaSetDevice(i));
-    MGPU_CUDA(cudaStreamSynchronize(g->stream[i]));
-  }
-  sync_all(g->n);
 
   mgpu_result r;
   mgpu_result_init(&r, (long long)bytes * g->n);
   for (int i = 0; i < g->n; i++) {
-    MGPU_CUDA(cudaSetDevice(i));
-    tally s = compare(snap[i].ptr, bytes, ctx->seed, iter, iter + 500, host, &r, 0);
-    tally f = compare((const char *)dst[i].ptr + off, bytes, ctx->seed, iter, iter + 500, host, NULL, 0);
+    char tag[160];
+    /* Handed over per GPU: the snapshot, dst, the misaligned head of dst, dst's guard count. */
+    if (mgpu_computes(ctx)) MGPU_CUDA(cudaSetDevice(i));
+    snprintf(tag, sizeof tag, "%s/%d/snap", c->name, i);
+    tally s = compare(ctx, tag, snap[i].ptr, bytes, iter, iter + 500, host, &r, 0);
+    snprintf(tag, sizeof tag, "%s/%d/dst", c->name, i);
+    const void *dst_i = mgpu_computes(ctx) ? (const char *)dst[i].ptr + off : NULL;
+    tally f = compare(ctx, tag, dst_i, bytes, iter, iter + 500, host, NULL, 0);
     /* The misaligned head of dst lies inside the usable bytes: it must still be the poison. */
-    if (off) {
-      uint8_t h[16];
-      MGPU_CUDA(cudaMemcpy(h, dst[i].ptr, off, cudaMemcpyDefault));
-      for (size_t k = 0; k < off; k++)
-        if (h[k] != 0xFF) r.guard_hits++;
+    uint8_t h[16];
+    memset(h, 0xFF, sizeof h);
+    long long hits = 0;
+    if (mgpu_computes(ctx)) {
+      if (off) MGPU_CUDA(cudaMemcpy(h, dst[i].ptr, off, cudaMemcpyDefault));
+      hits = mgpu_guard_hits(&dst[i]);
     }
-    r.guard_hits += mgpu_guard_hits(&dst[i]);
+    snprintf(tag, sizeof tag, "%s/%d/head", c->name, i);
+    mgpu_hand_over(ctx, tag, h, sizeof h);
+    snprintf(tag, sizeof tag, "%s/%d/guards", c->name, i);
+    if (!mgpu_hand_over(ctx, tag, &hits, sizeof hits)) continue;
+    for (size_t k = 0; k < off; k++)
+      if (h[k] != 0xFF) r.guard_hits++;
+    r.guard_hits += hits;
     const long long wrong = s.bad + s.unwritten;
     if (r.msg[0] || (wrong == 0 && r.guard_hits == 0)) continue;
     const int to = next_of(g, i);
@@ -96,11 +119,13 @@ static void run_case(mgpu_ctx *ctx, ring *g, const mgpu_case *c, int iter, uint8
       snprintf(r.msg, sizeof r.msg, "GPU %d -> GPU %d: %lld of %zu bytes wrong or missing (%lld still the poison, first at offset %lld; misalignment %zu)",
                i, to, wrong, bytes, s.unwritten, s.first, off);
   }
-  mgpu_record_case(c->name, &r, 0);
-  for (int i = 0; i < g->n; i++) {
-    mgpu_free(&src[i]);
-    mgpu_free(&dst[i]);
-    mgpu_free(&snap[i]);
+  if (mgpu_verifies(ctx)) mgpu_record_case(c->name, &r, 0);
+  if (mgpu_computes(ctx)) {
+    for (int i = 0; i < g->n; i++) {
+      mgpu_free(&src[i]);
+      mgpu_free(&dst[i]);
+      mgpu_free(&snap[i]);
+    }
   }
 }
 
@@ -125,42 +150,97 @@ static void op_copy_engine(void *arg, int iter, cudaStream_t stream) {
   MGPU_CUDA(cudaMemcpyPeerAsync(b->dst, b->to, b->src, b->from, b->bytes, stream));
 }
 
+/* The rank times; then (both programs) the case "after-timing": dst, handed over, must hold a new
+ * pattern copied over the timed buffers. */
 static void run_perf(mgpu_ctx *ctx, ring *g, const mgpu_case *c, uint8_t *host) {
   const size_t bytes = (size_t)c->n;
   const int from = 0, to = next_of(g, 0);
-  mgpu_buf src = mgpu_alloc(bytes, from), dst = mgpu_alloc(bytes, to);
-  MGPU_CUDA(cudaSetDevice(from));
-  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 800, g->stream[from]);
-  MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
-  perf_bufs b = {dst.ptr, src.ptr, bytes, from, to};
-  mgpu_timing t;
-  memset(&t, 0, sizeof t);
-  t.case_name = c->name;
-  t.bytes = (double)bytes;
-  t.factor = 1.0;
-  t.metric = "algbw";
-  mgpu_time_pair(ctx, &t, op_yours, &b, op_copy_engine, &b, g->stream[from]);
-  sync_all(g->n);
+  mgpu_buf src, dst;
+  memset(&src, 0, sizeof src);
+  memset(&dst, 0, sizeof dst);
+  long long hits = 0;
+  if (mgpu_computes(ctx)) {
+    src = mgpu_alloc(bytes, from);
+    dst = mgpu_alloc(bytes, to);
+    MGPU_CUDA(cudaSetDevice(from));
+    mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 800, g->stream[from]);
+    MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
+    perf_bufs b = {dst.ptr, src.ptr, bytes, from, to};
+    mgpu_timing t;
+    memset(&t, 0, sizeof t);
+    t.case_name = c->name;
+    t.bytes = (double)bytes;
+    t.factor = 1.0;
+    t.metric = "algbw";
+    mgpu_time_pair(ctx, &t, op_yours, &b, op_copy_engine, &b, g->stream[from]);
+    sync_all(g->n);
 
-  /* A new pattern over the timed buffers: a copy that skips repeated work fails here. */
-  MGPU_CUDA(cudaSetDevice(from));
-  mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 801, g->stream[from]);
-  mgpu_poison(&dst, 0);
-  sync_all(g->n);
-  MGPU_CUDA(cudaSetDevice(from));
-  learner_copy(from, dst.ptr, src.ptr, bytes, g->stream[from]);
-  MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
-  sync_all(g->n);
+    /* A new pattern over the timed buffers: a copy that skips repeated work fails here. */
+    MGPU_CUDA(cudaSetDevice(from));
+    mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 801, g->stream[from]);
+    mgpu_poison(&dst, 0);
+    sync_all(g->n);
+    MGPU_CUDA(cudaSetDevice(from));
+    learner_copy(from, dst.ptr, src.ptr, bytes, g->stream[from]);
+    MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
+    sync_all(g->n);
+  }
   mgpu_result r;
   mgpu_result_init(&r, (long long)bytes);
-  tally f = compare(dst.ptr, bytes, ctx->seed, 801, 800, host, &r, 0);
-  r.guard_hits = mgpu_guard_hits(&dst);
-  if (f.bad + f.unwritten > 0)
-    snprintf(r.msg, sizeof r.msg, "after-timing: a new src copied over the timed buffers arrived wrong or not at all (%lld bytes; %lld still the poison, %lld the previous contents): does %s skip work it has seen before?",
-             f.bad + f.unwritten, f.unwritten, f.old, kFn);
-  mgpu_record_case("after-timing", &r, 0);
-  mgpu_free(&src);
-  mgpu_free(&dst);
+  tally f = compare(ctx, "after-timing/dst", dst.ptr, bytes, 801, 800, host, &r, 0);
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(&dst);
+  if (mgpu_hand_over(ctx, "after-timing/guards", &hits, sizeof hits)) {
+    r.guard_hits = hits;
+    if (f.bad + f.unwritten > 0)
+      snprintf(r.msg, sizeof r.msg, "after-timing: a new src copied over the timed buffers arrived wrong or not at all (%lld bytes; %lld still the poison, %lld the previous contents): does %s skip work it has seen before?",
+               f.bad + f.unwritten, f.unwritten, f.old, kFn);
+    mgpu_record_case("after-timing", &r, 0);
+  }
+  if (mgpu_computes(ctx)) {
+    mgpu_free(&src);
+    mgpu_free(&dst);
+  }
+}
+
+/* ---- main's parts ---------------------------------------------------------------------------- */
+
+/* The rank finds its GPUs, enables peer access from each to the next and makes a non-blocking
+ * stream on each. The driver's main then hands g->n over ("gpus"), so that the verifier (no
+ * GPU) expects the same outputs, and calls bench_run. */
+static void bench_open(mgpu_ctx *ctx, ring *g) {
+  memset(g, 0, sizeof *g);
+  if (ctx->world != 1)
+    mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "this exercise runs as one process (launcher single)");
+  if (!mgpu_computes(ctx)) return;
+  if (ctx->num_devices < 1) mgpu_fail("driver", "mgpu_init", __FILE__, __LINE__, 0, "no GPU");
+  g->n = ctx->num_devices < kMaxDevices ? ctx->num_devices : kMaxDevices;
+  for (int i = 0; i < g->n; i++) enable_peer(i, next_of(g, i));
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    MGPU_CUDA(cudaStreamCreateWithFlags(&g->stream[i], cudaStreamNonBlocking));
+  }
+  if (g->n == 1) mgpu_note("one GPU: it copies to itself");
+}
+
+/* Every correctness case, then (with timing) every perf case and its after-timing check. */
+static void bench_run(mgpu_ctx *ctx, ring *g) {
+  check_handed_count("gpus", g->n, kMaxDevices);
+  uint8_t *host = stage_alloc(ctx);
+  for (int c = 0; c < ctx->ncases; c++) run_case(ctx, g, &ctx->cases[c], 10 * c + 1, host);
+  if (ctx->perf) {
+    if (mgpu_computes(ctx)) MGPU_CUDA(cudaSetDevice(0));
+    for (int c = 0; c < ctx->nperf_cases; c++) run_perf(ctx, g, &ctx->perf_cases[c], host);
+  }
+  stage_free(ctx, host);
+}
+
+static void bench_close(mgpu_ctx *ctx, ring *g) {
+  if (!mgpu_computes(ctx)) return;
+  sync_all(g->n);
+  for (int i = 0; i < g->n; i++) {
+    MGPU_CUDA(cudaSetDevice(i));
+    MGPU_CUDA(cudaStreamDestroy(g->stream[i]));
+  }
 }
 
 #endif /* MODULE5_PEER_COPY_BENCH_CUH */
