@@ -16,14 +16,21 @@
  *      else orders work behind them), and pingpong() is called at once. Code that hands send
  *      to MPI before the stream has finished ships the stale pattern: every time, not once in
  *      a while, because the fill is still 20 ms away.
- *   3. Every byte of recv is compared on the GPU with the partner's pattern of the round (the
- *      pattern depends on the seed, the round AND the sender's rank, so bytes from the wrong
- *      rank fail). Mismatches are also classified: the partner's stale pattern (the stream was
- *      not synchronized), this rank's own pattern (the partner echoed recv instead of sending
- *      its send), poison (nothing arrived). send must be unchanged, the guard bands around both
- *      buffers untouched; a rank without a partner must leave recv poisoned.
+ *   3. Every byte of recv is compared with the partner's pattern of the round (the sender's own
+ *      pattern, mgpu_fill_rank_pattern: it depends on the seed, the round AND the sender's rank,
+ *      so bytes from the wrong rank fail). Mismatches are also classified: the partner's stale
+ *      pattern (the stream was not synchronized), this rank's own pattern (the partner echoed
+ *      recv instead of sending its send), poison (nothing arrived). send must be unchanged, the
+ *      guard bands around both buffers untouched; a rank without a partner must leave recv
+ *      poisoned.
  *   4. The pp_stats the learner returns must be consistent: one_way_us > 0, gbps =
  *      bytes / one_way_us within 2 %, and 2 x reps x one_way_us no longer than the call took.
+ *
+ * The checks are each rank's verifier's (`verifier: true`, docs/protocol.md §4), on the CPU:
+ * per round the rank hands over recv and send as it read them back, the pp_stats it got and
+ * how long the call took; per case, the guard count. A rank can make its own patterns only,
+ * never its partner's. The verifier makes no MPI or CUDA call (it has no GPU and is not one of
+ * mpirun's processes).
  *
  * Performance (headline 128MiB; metric algbw, bytes = 2n per round trip, so the figure is the
  * one-way bandwidth): the learner's ping-pong against the copy engine moving the same bytes
@@ -40,7 +47,8 @@
  * call returns when the data is in recv; the copies end at cudaStreamSynchronize; the copies
  * are also timed with CUDA events). Yours and the baseline alternate (ABAB); each sample is
  * the maximum over all ranks (MPI_Allreduce), so every rank records the same series. After
- * the timing, one more round with fresh data is checked (case "timed-<perf case>").
+ * the timing, one more round with fresh data is checked (case "timed-<perf case>"), by the
+ * verifier like the others.
  */
 #include <math.h>
 #include <stdio.h>
@@ -56,23 +64,21 @@
 #include "mgpu.h"
 #include "pingpong.h"
 
-enum { kRounds = 3, kCheckReps = 2, kThreads = 256, kMaxSamples = 200 };
+enum { kRounds = 3, kCheckReps = 2, kMaxSamples = 200 };
 static const double kDelayUs = 20000.0;   /* the fill waits this long behind a spin kernel */
 static const double kSampleUs = 2000.0;   /* a timing sample lasts at least this long */
 static const size_t kMaxBytes = 1u << 30; /* MPI counts are ints; cases stay far below */
 
 /* ---- data ---------------------------------------------------------------------------------- */
 
-/* Pattern seeds: the pattern a rank sends depends on the run's seed and on the rank. */
-static uint64_t rank_seed(const mgpu_ctx *ctx, int rank) {
-  return ctx->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(rank + 1));
-}
-/* Pattern iterations: fresh data of round r of case c, and what send holds before it. */
+/* Pattern iterations: fresh data of round r of case c, and what send holds before it. Every
+ * rank's pattern is its own (mgpu_rank_pattern_key): a split rank can make its own only. */
 static int fresh_iter(int c, int round) { return c * 64 + 2 * round; }
 static int stale_iter(int c, int round) { return c * 64 + 2 * round + 1; }
 
-/* mgpu_pattern_byte's definition (docs/harness.md): byte i is byte i & 7 of mix(key ^ (i>>3)). */
-__host__ __device__ static inline uint64_t mix64(uint64_t x) {
+/* mgpu_pattern_byte_k's definition (docs/harness.md): byte i is byte i & 7 of
+ * mix(key ^ (i >> 3)). Here a word at a time, for 128 MiB per round. */
+static inline uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -80,93 +86,105 @@ __host__ __device__ static inline uint64_t mix64(uint64_t x) {
 }
 
 typedef struct counts {
-  unsigned long long bad, unwritten, stale, own;
+  long long bad, unwritten, stale, own;
 } counts;
 
-/* Compares got with the pattern of key `want`. mode 0: bytes equal to the pattern match; a
- * mismatch that is 0xFF is "unwritten", one that equals pattern `stale` (or `own`) is counted
- * as such as well. mode 1: every byte must still be 0xFF (poison). */
-__global__ void compare_bytes(const uint8_t *got, long long n, uint64_t want, uint64_t stale,
-                              uint64_t own, int mode, counts *out) {
-  unsigned long long bad = 0, unwritten = 0, nstale = 0, nown = 0;
-  const long long words = (n + 7) / 8;
-  for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words;
-       w += (long long)gridDim.x * blockDim.x) {
-    const uint64_t pw = mix64(want ^ (uint64_t)w), ps = mix64(stale ^ (uint64_t)w),
-                   po = mix64(own ^ (uint64_t)w);
-    for (int b = 0; b < 8 && w * 8 + b < n; b++) {
-      const uint8_t g = got[w * 8 + b];
-      const uint8_t e = mode == 1 ? 0xFF : (uint8_t)(pw >> (8 * b));
-      if (g == e) continue;
-      if (mode == 1) {
-        bad++;
-        continue;
+/* Compares the n bytes at got with the pattern of key `want`. mode 0: bytes equal to the
+ * pattern match; a mismatch that is 0xFF is "unwritten", one that equals pattern `stale` (or
+ * `own`) is counted as such as well. mode 1: every byte must still be 0xFF (poison). */
+static counts compare_bytes(const uint8_t *got, long long n, uint64_t want, uint64_t stale,
+                            uint64_t own, int mode) {
+  counts k = {0, 0, 0, 0};
+  long long w;
+  for (w = 0; w * 8 < n; w++) {
+    const long long at = w * 8;
+    const int m = n - at < 8 ? (int)(n - at) : 8;
+    uint64_t pw, ps = 0, po = 0;
+    int b, other = 0;
+    if (mode == 1) {
+      for (b = 0; b < m; b++) k.bad += got[at + b] != 0xFF;
+      continue;
+    }
+    pw = mix64(want ^ (uint64_t)w);
+    if (m == 8) {
+      uint64_t g8;
+      memcpy(&g8, got + at, 8); /* little-endian, like the pattern's bytes */
+      if (g8 == pw) continue;
+    }
+    for (b = 0; b < m; b++) {
+      const uint8_t g = got[at + b];
+      if (g == (uint8_t)(pw >> (8 * b))) continue;
+      if (!other) {
+        ps = mix64(stale ^ (uint64_t)w);
+        po = mix64(own ^ (uint64_t)w);
+        other = 1;
       }
-      if (g == 0xFF) unwritten++;
-      else bad++;
-      if (g == (uint8_t)(ps >> (8 * b))) nstale++;
-      if (g == (uint8_t)(po >> (8 * b))) nown++;
+      if (g == 0xFF) k.unwritten++;
+      else k.bad++;
+      if (g == (uint8_t)(ps >> (8 * b))) k.stale++;
+      if (g == (uint8_t)(po >> (8 * b))) k.own++;
     }
   }
-  if (bad) atomicAdd(&out->bad, bad);
-  if (unwritten) atomicAdd(&out->unwritten, unwritten);
-  if (nstale) atomicAdd(&out->stale, nstale);
-  if (nown) atomicAdd(&out->own, nown);
+  return k;
 }
 
-static counts *g_counts; /* device, one set per comparison */
-
-static counts compare(const mgpu_buf *b, uint64_t want, uint64_t stale, uint64_t own, int mode,
-                      cudaStream_t s) {
-  counts h;
-  const long long n = (long long)b->bytes, words = (n + 7) / 8;
-  unsigned blocks = (unsigned)((words + kThreads - 1) / kThreads);
-  if (blocks > 4096) blocks = 4096;
-  if (blocks == 0) blocks = 1;
-  MGPU_CUDA(cudaMemsetAsync(g_counts, 0, sizeof(counts), s));
-  compare_bytes<<<blocks, kThreads, 0, s>>>((const uint8_t *)b->ptr, n, want, stale, own, mode,
-                                            g_counts);
-  MGPU_KERNEL();
-  MGPU_CUDA(cudaMemcpyAsync(&h, g_counts, sizeof h, cudaMemcpyDeviceToHost, s));
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  return h;
-}
-
-/* Adds up to 8 first mismatches of b against pattern key `want` (0xFF everywhere in mode 1). */
-static void first_mismatches(const mgpu_buf *b, uint64_t want, int mode, mgpu_result *r) {
-  const size_t chunk = 1u << 20;
-  uint8_t *h = (uint8_t *)malloc(chunk);
-  size_t off;
-  if (!h) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  for (off = 0; off < b->bytes && r->nfirst < 8; off += chunk) {
-    const size_t m = b->bytes - off < chunk ? b->bytes - off : chunk;
-    size_t j;
-    MGPU_CUDA(cudaMemcpy(h, (const uint8_t *)b->ptr + off, m, cudaMemcpyDeviceToHost));
-    for (j = 0; j < m && r->nfirst < 8; j++) {
-      const unsigned e = mode == 1 ? 0xFFu : mgpu_pattern_byte_k(want, (long long)(off + j));
-      mgpu_mismatch *mm;
-      if (h[j] == e) continue;
-      mm = &r->first[r->nfirst++];
-      mm->i = (long long)(off + j);
-      if (h[j] == 0xFF) snprintf(mm->got, sizeof mm->got, "0xff(poison)");
-      else snprintf(mm->got, sizeof mm->got, "0x%02x", h[j]);
-      if (mode == 1) snprintf(mm->want, sizeof mm->want, "0xff(untouched)");
-      else snprintf(mm->want, sizeof mm->want, "0x%02x", e);
-    }
+/* Adds up to 8 first mismatches of got against pattern key `want` (0xFF everywhere in mode 1). */
+static void first_mismatches(const uint8_t *got, long long n, uint64_t want, int mode,
+                             mgpu_result *r) {
+  long long j;
+  for (j = 0; j < n && r->nfirst < 8; j++) {
+    const unsigned e = mode == 1 ? 0xFFu : mgpu_pattern_byte_k(want, j);
+    mgpu_mismatch *mm;
+    if (got[j] == e) continue;
+    mm = &r->first[r->nfirst++];
+    mm->i = j;
+    if (got[j] == 0xFF) snprintf(mm->got, sizeof mm->got, "0xff(poison)");
+    else snprintf(mm->got, sizeof mm->got, "0x%02x", got[j]);
+    if (mode == 1) snprintf(mm->want, sizeof mm->want, "0xff(untouched)");
+    else snprintf(mm->want, sizeof mm->want, "0x%02x", e);
   }
-  free(h);
 }
 
-/* The driver's comparison kernel must agree with the harness's fill before it judges anyone. */
-static void self_test(const mgpu_ctx *ctx, cudaStream_t s) {
-  mgpu_buf b = mgpu_alloc(4099, ctx->device);
+/* The driver's word-at-a-time comparison must agree with the harness's pattern before it judges
+ * anyone (where the checks are made). */
+static void self_test(const mgpu_ctx *ctx) {
+  enum { kN = 4099 };
+  static uint8_t b[kN];
+  const uint64_t key = mgpu_rank_pattern_key(ctx->seed, ctx->rank, 7);
   counts c;
-  mgpu_fill_pattern(b.ptr, b.bytes, ctx->seed, 7, s);
-  c = compare(&b, mgpu_pattern_key(ctx->seed, 7), 0, 0, 0, s);
+  long long i;
+  for (i = 0; i < kN; i++) b[i] = mgpu_pattern_byte_k(key, i);
+  c = compare_bytes(b, kN, key, 0, 0, 0);
   if (c.bad || c.unwritten)
     mgpu_fail("driver", "self test", __FILE__, __LINE__, (long)(c.bad + c.unwritten),
-              "the driver's byte comparison disagrees with mgpu_fill_pattern (a bug in the course)");
-  mgpu_free(&b);
+              "the driver's byte comparison disagrees with mgpu_pattern_byte_k (a bug in the course)");
+}
+
+/* Host copies of recv and send: pinned in the rank, which reads them back from the GPU; plain
+ * memory in the verifier, where they arrive. */
+typedef struct host_bufs {
+  uint8_t *recv, *send;
+} host_bufs;
+
+static void host_alloc(const mgpu_ctx *ctx, host_bufs *h, size_t n) {
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMallocHost((void **)&h->recv, n));
+    MGPU_CUDA(cudaMallocHost((void **)&h->send, n));
+  } else {
+    h->recv = (uint8_t *)malloc(n);
+    h->send = (uint8_t *)malloc(n);
+    if (!h->recv || !h->send) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
+}
+
+static void host_free(const mgpu_ctx *ctx, host_bufs *h) {
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFreeHost(h->send));
+    MGPU_CUDA(cudaFreeHost(h->recv));
+  } else {
+    free(h->send);
+    free(h->recv);
+  }
 }
 
 /* ---- MPI ----------------------------------------------------------------------------------- */
@@ -231,79 +249,111 @@ typedef struct tally {
   char stats_why[200];
 } tally;
 
-/* One round with fresh data: returns after the learner's call and every check. */
-static void one_round(const mgpu_ctx *ctx, int c, int round, mgpu_buf *send, mgpu_buf *recv,
-                      int reps, MPI_Comm comm, cudaStream_t s, tally *t) {
+/* What the rank saw of the learner's call: the figures it returned and how long it took. */
+typedef struct round_facts {
+  double one_way_us, gbps, call_us;
+} round_facts;
+
+/* One round with fresh data. The rank runs it and hands recv, send and the round's facts over
+ * (tags "<tag>/recv", "<tag>/send", "<tag>/stats"); where the checks are made, they go into t. */
+static void one_round(mgpu_ctx *ctx, const char *tag, int c, int round, mgpu_buf *send,
+                      mgpu_buf *recv, host_bufs *h, size_t n, int reps, MPI_Comm comm,
+                      cudaStream_t s, tally *t) {
   const int partner = partner_of(ctx->rank, ctx->world);
-  const uint64_t my_seed = rank_seed(ctx, ctx->rank);
-  const size_t n = send->bytes;
-  pp_stats st;
-  double t0, call_us;
+  round_facts f = {0, 0, 0};
+  char ht[160];
   counts k;
+  (void)comm; /* the learner's, in the rank only */
 
-  mgpu_poison(recv, s);
-  mgpu_fill_pattern(send->ptr, n, my_seed, stale_iter(c, round), s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
-  mgpu_fill_pattern(send->ptr, n, my_seed, fresh_iter(c, round), s);
-  t0 = mgpu_now_us();
-  st = pingpong(send->ptr, recv->ptr, n, reps, s, comm);
-  call_us = mgpu_now_us() - t0;
-  MGPU_CUDA(cudaStreamSynchronize(s));
+  if (mgpu_computes(ctx)) {
+    pp_stats st = {0, 0};
+    double t0;
+    mgpu_poison(recv, s);
+    mgpu_fill_rank_pattern(send->ptr, n, ctx->seed, ctx->rank, stale_iter(c, round), s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
+    mgpu_fill_rank_pattern(send->ptr, n, ctx->seed, ctx->rank, fresh_iter(c, round), s);
+    t0 = mgpu_now_us();
+    MGPU_LEARNER(st = pingpong(send->ptr, recv->ptr, n, reps, s, comm));
+    f.call_us = mgpu_now_us() - t0;
+    f.one_way_us = st.one_way_us;
+    f.gbps = st.gbps;
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_CUDA(cudaMemcpyAsync(h->recv, recv->ptr, n, cudaMemcpyDeviceToHost, s));
+    MGPU_CUDA(cudaMemcpyAsync(h->send, send->ptr, n, cudaMemcpyDeviceToHost, s));
+    MGPU_CUDA(cudaStreamSynchronize(s));
+  }
+  snprintf(ht, sizeof ht, "%s/recv", tag);
+  mgpu_hand_over(ctx, ht, h->recv, n);
+  snprintf(ht, sizeof ht, "%s/send", tag);
+  mgpu_hand_over(ctx, ht, h->send, n);
+  snprintf(ht, sizeof ht, "%s/stats", tag);
+  if (!mgpu_hand_over(ctx, ht, &f, sizeof f)) return;
 
-  if (partner < 0) {
-    k = compare(recv, 0, 0, 0, 1, s);
-    t->r.checked += (long long)n;
-    if (k.bad) {
-      t->idle_touched += (long long)k.bad;
-      t->r.bad += (long long)k.bad;
-      if (t->r.nfirst == 0) first_mismatches(recv, 0, 1, &t->r);
-    }
-  } else {
-    const uint64_t want = mgpu_pattern_key(rank_seed(ctx, partner), fresh_iter(c, round));
-    k = compare(recv, want, mgpu_pattern_key(rank_seed(ctx, partner), stale_iter(c, round)),
-                mgpu_pattern_key(my_seed, fresh_iter(c, round)), 0, s);
-    t->r.checked += (long long)n;
-    t->r.bad += (long long)k.bad;
-    t->r.unwritten += (long long)k.unwritten;
-    t->stale += (long long)k.stale;
-    t->own += (long long)k.own;
-    if ((k.bad || k.unwritten) && t->r.nfirst == 0) first_mismatches(recv, want, 0, &t->r);
+  {
+    const uint64_t mine = mgpu_rank_pattern_key(ctx->seed, ctx->rank, fresh_iter(c, round));
+    if (partner < 0) {
+      k = compare_bytes(h->recv, (long long)n, 0, 0, 0, 1);
+      t->r.checked += (long long)n;
+      if (k.bad) {
+        t->idle_touched += k.bad;
+        t->r.bad += k.bad;
+        if (t->r.nfirst == 0) first_mismatches(h->recv, (long long)n, 0, 1, &t->r);
+      }
+    } else {
+      const uint64_t want = mgpu_rank_pattern_key(ctx->seed, partner, fresh_iter(c, round));
+      k = compare_bytes(h->recv, (long long)n, want,
+                        mgpu_rank_pattern_key(ctx->seed, partner, stale_iter(c, round)), mine, 0);
+      t->r.checked += (long long)n;
+      t->r.bad += k.bad;
+      t->r.unwritten += k.unwritten;
+      t->stale += k.stale;
+      t->own += k.own;
+      if ((k.bad || k.unwritten) && t->r.nfirst == 0)
+        first_mismatches(h->recv, (long long)n, want, 0, &t->r);
 
-    /* The learner's figures. */
-    if (!t->stats_bad) {
-      const double implied = st.one_way_us > 0 ? (double)n / (st.one_way_us * 1e3) : 0;
-      if (!(isfinite(st.one_way_us) && st.one_way_us > 0 && isfinite(st.gbps) && st.gbps > 0)) {
-        t->stats_bad = 1;
-        snprintf(t->stats_why, sizeof t->stats_why,
-                 "pingpong returned one_way_us = %g and gbps = %g: both must be positive", st.one_way_us,
-                 st.gbps);
-      } else if (fabs(st.gbps - implied) > 0.02 * implied) {
-        t->stats_bad = 1;
-        snprintf(t->stats_why, sizeof t->stats_why,
-                 "pingpong returned gbps = %g, but %zu bytes in one_way_us = %g us is %g GB/s", st.gbps,
-                 n, st.one_way_us, implied);
-      } else if (2.0 * reps * st.one_way_us > 1.05 * call_us + 50.0) {
-        t->stats_bad = 1;
-        snprintf(t->stats_why, sizeof t->stats_why,
-                 "pingpong returned one_way_us = %g for %d round trips, %g us in all, but the "
-                 "whole call took %.0f us: a round trip is two one-way trips",
-                 st.one_way_us, reps, 2.0 * reps * st.one_way_us, call_us);
+      /* The learner's figures. */
+      if (!t->stats_bad) {
+        const double implied = f.one_way_us > 0 ? (double)n / (f.one_way_us * 1e3) : 0;
+        if (!(isfinite(f.one_way_us) && f.one_way_us > 0 && isfinite(f.gbps) && f.gbps > 0)) {
+          t->stats_bad = 1;
+          snprintf(t->stats_why, sizeof t->stats_why,
+                   "pingpong returned one_way_us = %g and gbps = %g: both must be positive",
+                   f.one_way_us, f.gbps);
+        } else if (fabs(f.gbps - implied) > 0.02 * implied) {
+          t->stats_bad = 1;
+          snprintf(t->stats_why, sizeof t->stats_why,
+                   "pingpong returned gbps = %g, but %zu bytes in one_way_us = %g us is %g GB/s",
+                   f.gbps, n, f.one_way_us, implied);
+        } else if (2.0 * reps * f.one_way_us > 1.05 * f.call_us + 50.0) {
+          t->stats_bad = 1;
+          snprintf(t->stats_why, sizeof t->stats_why,
+                   "pingpong returned one_way_us = %g for %d round trips, %g us in all, but the "
+                   "whole call took %.0f us: a round trip is two one-way trips",
+                   f.one_way_us, reps, 2.0 * reps * f.one_way_us, f.call_us);
+        }
       }
     }
+    k = compare_bytes(h->send, (long long)n, mine, 0, 0, 0);
+    t->send_changed += k.bad + k.unwritten;
   }
-  k = compare(send, mgpu_pattern_key(my_seed, fresh_iter(c, round)), 0, 0, 0, s);
-  t->send_changed += (long long)(k.bad + k.unwritten);
 }
 
-static void record(const mgpu_ctx *ctx, const char *name, tally *t, int rounds,
-                   const mgpu_buf *send, const mgpu_buf *recv) {
+/* The guard count goes over from the rank ("<name>/guards"); where the checks are made, the
+ * case is recorded. */
+static void record(mgpu_ctx *ctx, const char *name, tally *t, int rounds, const mgpu_buf *send,
+                   const mgpu_buf *recv) {
   const int partner = partner_of(ctx->rank, ctx->world);
   mgpu_result *r = &t->r;
-  const long long wrong = r->bad + r->unwritten;
+  long long hits = 0, wrong;
+  char ht[160];
   int force = 0;
-  r->guard_hits = mgpu_guard_hits(send) + mgpu_guard_hits(recv);
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(send) + mgpu_guard_hits(recv);
+  snprintf(ht, sizeof ht, "%s/guards", name);
+  if (!mgpu_hand_over(ctx, ht, &hits, sizeof hits)) return;
+  r->guard_hits = hits;
+  wrong = r->bad + r->unwritten;
   if (partner < 0 && t->idle_touched)
     snprintf(r->msg, sizeof r->msg,
              "rank %d is the last of an odd number of ranks (%d) and has no partner, so its recv "
@@ -355,24 +405,36 @@ static void record(const mgpu_ctx *ctx, const char *name, tally *t, int rounds,
   mgpu_record_case(name, r, force);
 }
 
-static void run_case(const mgpu_ctx *ctx, int c, MPI_Comm comm, cudaStream_t s) {
+static void run_case(mgpu_ctx *ctx, int c, MPI_Comm comm, cudaStream_t s) {
   const long long n = ctx->cases[c].n;
   mgpu_buf send, recv;
+  host_bufs h;
   tally t;
+  char tag[160];
   int round;
   if (n < 1 || (size_t)n > kMaxBytes)
     mgpu_fail("driver", "case", __FILE__, __LINE__, n, "case size out of range (1 B .. 1 GiB)");
-  send = mgpu_alloc((size_t)n, ctx->device);
-  recv = mgpu_alloc((size_t)n, ctx->device);
+  memset(&send, 0, sizeof send);
+  memset(&recv, 0, sizeof recv);
+  if (mgpu_computes(ctx)) {
+    send = mgpu_alloc((size_t)n, ctx->device);
+    recv = mgpu_alloc((size_t)n, ctx->device);
+  }
+  host_alloc(ctx, &h, (size_t)n);
   memset(&t, 0, sizeof t);
   mgpu_result_init(&t.r, n);
-  for (round = 0; round < kRounds; round++)
-    one_round(ctx, c, round, &send, &recv, kCheckReps, comm, s, &t);
+  for (round = 0; round < kRounds; round++) {
+    snprintf(tag, sizeof tag, "%s/%d", ctx->cases[c].name, round);
+    one_round(ctx, tag, c, round, &send, &recv, &h, (size_t)n, kCheckReps, comm, s, &t);
+  }
   t.r.n = n;
   record(ctx, ctx->cases[c].name, &t, kRounds, &send, &recv);
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  mgpu_free(&recv);
-  mgpu_free(&send);
+  host_free(ctx, &h);
+  if (mgpu_computes(ctx)) {
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    mgpu_free(&recv);
+    mgpu_free(&send);
+  }
 }
 
 /* ---- performance --------------------------------------------------------------------------- */
@@ -404,7 +466,7 @@ static void baseline_open(mgpu_ctx *ctx, size_t n, cudaStream_t s, baseline *b) 
   memset(&theirs, 0, sizeof theirs);
   MGPU_CUDA(cudaMalloc(&b->send, n));
   MGPU_CUDA(cudaMalloc(&b->recv, n));
-  mgpu_fill_pattern(b->send, n, rank_seed(ctx, ctx->rank), 2000, s);
+  mgpu_fill_rank_pattern(b->send, n, ctx->seed, ctx->rank, 2000, s);
   MGPU_CUDA(cudaStreamSynchronize(s));
   MGPU_CUDA(cudaIpcGetMemHandle(&mine.send, b->send));
   MGPU_CUDA(cudaIpcGetMemHandle(&mine.recv, b->recv));
@@ -444,6 +506,24 @@ static void baseline_round(const baseline *b, size_t n, cudaStream_t s) {
  * seen on an H100 with both ranks on one GPU). */
 static baseline g_base;
 
+/* The case "timed-<perf case>": one more round with fresh data in the timed buffers, recv
+ * poisoned first, checked like a correctness round. The verifier takes only this part. */
+static void check_after_timing(mgpu_ctx *ctx, int pc, mgpu_buf *send, mgpu_buf *recv, size_t n,
+                               MPI_Comm comm, cudaStream_t s) {
+  host_bufs h;
+  tally t;
+  char name[96], tag[160];
+  snprintf(name, sizeof name, "timed-%s", ctx->perf_cases[pc].name);
+  snprintf(tag, sizeof tag, "%s/0", name);
+  host_alloc(ctx, &h, n);
+  memset(&t, 0, sizeof t);
+  mgpu_result_init(&t.r, (long long)n);
+  if (mgpu_computes(ctx)) MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  one_round(ctx, tag, 40 + pc, 0, send, recv, &h, n, 1, comm, s, &t);
+  record(ctx, name, &t, 1, send, recv);
+  host_free(ctx, &h);
+}
+
 static void run_perf(mgpu_ctx *ctx, int pc, int ncases, MPI_Comm comm, cudaStream_t s) {
   const mgpu_case *c = &ctx->perf_cases[pc];
   const size_t n = (size_t)c->n;
@@ -458,14 +538,19 @@ static void run_perf(mgpu_ctx *ctx, int pc, int ncases, MPI_Comm comm, cudaStrea
   double t0, one, start;
   int iters, i, k, stop;
   char name[96];
-  tally t;
 
   if (c->n < 1 || n > kMaxBytes)
     mgpu_fail("driver", "perf case", __FILE__, __LINE__, c->n, "perf case size out of range");
+  if (!mgpu_computes(ctx)) { /* the verifier: the check after the timing only */
+    memset(&send, 0, sizeof send);
+    memset(&recv, 0, sizeof recv);
+    check_after_timing(ctx, pc, &send, &recv, n, comm, s);
+    return;
+  }
   if (max_reps > kMaxSamples) max_reps = kMaxSamples;
   send = mgpu_alloc(n, ctx->device);
   recv = mgpu_alloc(n, ctx->device);
-  mgpu_fill_pattern(send.ptr, n, rank_seed(ctx, ctx->rank), 1000 + pc, s);
+  mgpu_fill_rank_pattern(send.ptr, n, ctx->seed, ctx->rank, 1000 + pc, s);
   MGPU_CUDA(cudaStreamSynchronize(s));
   MGPU_CUDA(cudaEventCreate(&e0));
   MGPU_CUDA(cudaEventCreate(&e1));
@@ -474,13 +559,13 @@ static void run_perf(mgpu_ctx *ctx, int pc, int ncases, MPI_Comm comm, cudaStrea
    * many operations a sample takes: the slower side lasts at least kSampleUs. */
   for (i = 0; i < 2; i++) {
     MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    pingpong(send.ptr, recv.ptr, n, 1, s, comm);
+    MGPU_LEARNER(pingpong(send.ptr, recv.ptr, n, 1, s, comm));
     baseline_round(&b, n, s);
     MGPU_CUDA(cudaStreamSynchronize(s));
   }
   MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
   t0 = mgpu_now_us();
-  pingpong(send.ptr, recv.ptr, n, 1, s, comm);
+  MGPU_LEARNER(pingpong(send.ptr, recv.ptr, n, 1, s, comm));
   one = max_over_ranks(mgpu_now_us() - t0);
   iters = (int)ceil(kSampleUs / (one > 1 ? one : 1));
   if (iters < 1) iters = 1;
@@ -492,7 +577,7 @@ static void run_perf(mgpu_ctx *ctx, int pc, int ncases, MPI_Comm comm, cudaStrea
     double us;
     MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
     t0 = mgpu_now_us();
-    st = pingpong(send.ptr, recv.ptr, n, iters, s, comm);
+    MGPU_LEARNER(st = pingpong(send.ptr, recv.ptr, n, iters, s, comm));
     us = (mgpu_now_us() - t0) / iters;
     yours_us[k] = max_over_ranks(us);
 
@@ -520,12 +605,7 @@ static void run_perf(mgpu_ctx *ctx, int pc, int ncases, MPI_Comm comm, cudaStrea
   }
 
   /* What was timed must still be a ping-pong: one more round with fresh data. */
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  memset(&t, 0, sizeof t);
-  mgpu_result_init(&t.r, (long long)n);
-  one_round(ctx, 40 + pc, 0, &send, &recv, 1, comm, s, &t);
-  snprintf(name, sizeof name, "timed-%s", c->name);
-  record(ctx, name, &t, 1, &send, &recv);
+  check_after_timing(ctx, pc, &send, &recv, n, comm, s);
 
   MGPU_CUDA(cudaEventDestroy(e1));
   MGPU_CUDA(cudaEventDestroy(e0));
@@ -536,37 +616,41 @@ static void run_perf(mgpu_ctx *ctx, int pc, int ncases, MPI_Comm comm, cudaStrea
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  MPI_Comm comm;
-  cudaStream_t stream;
+  MPI_Comm comm = MPI_COMM_NULL;
+  cudaStream_t stream = NULL;
   int k;
 
-  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init */
-  start_mpi(&ctx, &argc, &argv, &comm);
+  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init (none in the verifier) */
+  if (mgpu_computes(&ctx)) start_mpi(&ctx, &argc, &argv, &comm);
   if (ctx.world < 2)
     mgpu_fail("driver", "ranks", __FILE__, __LINE__, ctx.world,
               "a ping-pong needs at least 2 ranks (one per GPU); this run has 1");
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  MGPU_CUDA(cudaMalloc((void **)&g_counts, sizeof(counts)));
-  if (ctx.perf) {
-    size_t most = 1;
-    for (k = 0; k < ctx.nperf_cases; k++)
-      if (ctx.perf_cases[k].n > 0 && (size_t)ctx.perf_cases[k].n <= kMaxBytes &&
-          (size_t)ctx.perf_cases[k].n > most)
-        most = (size_t)ctx.perf_cases[k].n;
-    baseline_open(&ctx, most, stream, &g_base);
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (ctx.perf) {
+      size_t most = 1;
+      for (k = 0; k < ctx.nperf_cases; k++)
+        if (ctx.perf_cases[k].n > 0 && (size_t)ctx.perf_cases[k].n <= kMaxBytes &&
+            (size_t)ctx.perf_cases[k].n > most)
+          most = (size_t)ctx.perf_cases[k].n;
+      baseline_open(&ctx, most, stream, &g_base);
+    }
   }
-  self_test(&ctx, stream);
+  if (mgpu_verifies(&ctx)) self_test(&ctx);
 
   for (k = 0; k < ctx.ncases; k++) run_case(&ctx, k, comm, stream);
   if (ctx.perf) {
     for (k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, k, ctx.nperf_cases, comm, stream);
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    baseline_close(&g_base);
+    if (mgpu_computes(&ctx)) {
+      MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      baseline_close(&g_base);
+    }
   }
 
-  MGPU_CUDA(cudaFree(g_counts));
-  MGPU_CUDA(cudaStreamDestroy(stream));
-  MGPU_MPI(MPI_Comm_free(&comm));
-  MGPU_MPI(MPI_Finalize());
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaStreamDestroy(stream));
+    MGPU_MPI(MPI_Comm_free(&comm));
+    MGPU_MPI(MPI_Finalize());
+  }
   return mgpu_finish(&ctx);
 }

@@ -16,15 +16,20 @@
  * Cases: n = rows * 1000000 + hidden (the manifest's comment). Per epoch e of a session, on
  * `stream`, every member:
  *     fill the residual R (rows x hidden) and gamma (hidden) with exact values of this epoch,
- *         the same on every member
+ *         the same on every member (made from the run's pattern key, which every rank has)
  *     [delay]  fill own input x with exact values of (seed, rank, iteration)
  *     poison residual_out and out                                 [hog + gate]
  *     the learner's call (epoch e, eps(e))
  *     fill own input with marker(e)
- *     compare, every element: residual_out bit for bit with sum(x) + R (integers: exact in any
- *         order); out with s * (mean(s^2) + eps)^-1/2 * gamma computed in double, within
- *         kRtol * |want| + kAtol (the harness compares with an absolute tolerance only, so the
- *         relative one lives here)
+ *     copy residual_out and out aside (the epoch's snapshots)
+ * The comparisons are the verifier's (`verifier: true`, docs/protocol.md §4): once the session's
+ * work is done the rank hands over each epoch's residual_out and out (mgpu_hand_over()), then its
+ * guard counts; after timing, also the baseline's outputs and its epoch count. The verifier,
+ * which alone knows the other ranks' inputs, compares on the CPU, every element:
+ * residual_out bit for bit with sum(x) + R (integers: exact in any order); out with
+ * s * (mean(s^2) + eps)^-1/2 * gamma computed in double (the row's sum of squares is exact),
+ * within kRtol * |want| + kAtol (the harness compares with an absolute tolerance only, so the
+ * relative one lives here).
  * eps(e) is 64, 256, 1024 or 4096, the size of mean(s^2) itself (s is a sum of integers in
  * [-64, 64]), so that where eps goes shows. gamma is in [0.25, 1.25], in steps of 1/128.
  *
@@ -58,10 +63,10 @@ static int epochs_for(long long n) { return n <= 65536 ? 24 : 12; }
 #include "allreduce_bench.cuh"
 
 static const long long kShape = 1000000; /* n = rows * kShape + hidden */
-static const int kResidualId = 0x5245;   /* the "rank" of the residual's and gamma's exact values */
-static const int kGammaId = 0x4741;
+static const unsigned int kResidualId = 0x5245; /* tells the residual's and gamma's pattern keys apart */
+static const unsigned int kGammaId = 0x4741;
 static const double kRtol = 5e-4, kAtol = 1e-6; /* out's tolerance: relative, plus absolute near 0 */
-enum { kCmpThreads = 256, kCmpBlocks = 1024, kNormMaxThreads = 1024, kYKept = 4 };
+enum { kNormMaxThreads = 1024, kYKept = 4 };
 
 typedef struct fn_shape {
   int rows, hidden;
@@ -80,6 +85,16 @@ static fn_shape fn_decode(const mgpu_case *c) {
     mgpu_fail("driver", "cases", __FILE__, __LINE__, 0, msg);
   }
   return sh;
+}
+
+/* The keys of iteration iter's residual and gamma: the same on every member, so not one rank's
+ * exact inputs (a split rank has the key of its own only) but the run's pattern key, which every
+ * rank and the verifier have (docs/protocol.md §4), salted with an id per array. */
+static uint64_t fn_residual_key(const mgpu_ctx *ctx, int iter) { /* kResidualId in the high bits */
+  return mgpu_pattern_key(ctx->seed, (int)((kResidualId << 16) ^ (unsigned int)iter));
+}
+static uint64_t fn_gamma_key(const mgpu_ctx *ctx, int iter) {
+  return mgpu_pattern_key(ctx->seed, (int)((kGammaId << 16) ^ (unsigned int)iter));
 }
 
 static __host__ __device__ __forceinline__ float fn_eps(unsigned int e) { return 64.0f * (float)(1u << (2u * (e % 4u))); }
@@ -176,83 +191,93 @@ typedef struct fn_stats {
   fn_ysample y_sample[8];
 } fn_stats;
 
-static __global__ void k_fn_stats_init(fn_stats *st, int count) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < count; j += gridDim.x * blockDim.x) {
-    memset(&st[j], 0, sizeof st[j]);
-    st[j].res.first = ~0ULL;
-    st[j].res.unw_min = ~0ULL;
-    st[j].res.scr_min = ~0ULL;
-  }
-}
-
-/* A block per row (rows beyond the grid in turn): the row's sum of s^2 in double (exact: integers),
- * then every element of residual_out and out. Counts per block in shared memory. */
-static __global__ void __launch_bounds__(kCmpThreads)
-    k_fn_compare(const float *residual_out, const float *out, int rows, int hidden, ar_keys k, uint64_t rkey,
-                 uint64_t gkey, float eps, fn_stats *st) {
-  __shared__ unsigned long long s_cls[C_COUNT + 2], s_first, s_umin, s_umax, s_smin, s_smax, s_ybad, s_yunw;
-  __shared__ double s_red[kCmpThreads / 32];
-  if (threadIdx.x < C_COUNT + 2) s_cls[threadIdx.x] = 0;
-  if (threadIdx.x == 0) {
-    s_first = s_umin = s_smin = ~0ULL;
-    s_umax = s_smax = s_ybad = s_yunw = 0;
-  }
-  __syncthreads();
-  double my_abs = 0.0, my_rel = 0.0;
-  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
-    const long long base = (long long)row * hidden;
-    double acc = 0.0;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-      float s = ar_exact(rkey, base + i);
-      for (int m = 0; m < k.world; m++) s += ar_exact(k.cur[m], base + i);
-      acc += (double)s * (double)s;
-    }
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if ((threadIdx.x & 31) == 0) s_red[threadIdx.x >> 5] = acc;
-    __syncthreads();
+/* The verifier's comparison of one epoch (or of the baseline's outputs), on the CPU. Per row: s
+ * = R + the team's inputs (integers, exact in float), the row's sum of s^2 in double (exact:
+ * integers below 2^53), then every element of residual_out (bit for bit) and of out (within
+ * kRtol * |want| + kAtol of s * (mean + eps)^-1/2 * gamma, in double). full_res: every wrong
+ * element of residual_out is classified (the session's first wrong epoch, which explains the
+ * case); otherwise wrong elements are only counted. out's first 8 wrong elements by index are
+ * kept. residual_out's samples: the first element of each class found, the most frequent classes
+ * first, then more of the first wrong elements, at most 8 in all. row_r and row_xs: hidden
+ * floats each, scratch. */
+static void fn_compare_host(const float *residual_out, const float *out, const fn_shape *sh, const ar_keys *k,
+                            uint64_t rkey, uint64_t gkey, float eps, int full_res, fn_stats *st, float *row_r,
+                            float *row_xs) {
+  enum { kClasses = C_COUNT + 2 };
+  memset(st, 0, sizeof *st);
+  st->res.first = st->res.unw_min = st->res.scr_min = ~0ULL;
+  ar_sample firsts[kClasses], more[8];
+  unsigned int raw_firsts[kClasses], raw_more[8];
+  unsigned long long count[kClasses];
+  int has_first[kClasses], nmore = 0;
+  memset(count, 0, sizeof count);
+  memset(has_first, 0, sizeof has_first);
+  double max_abs = 0.0, max_rel = 0.0;
+  for (int row = 0; row < sh->rows; row++) {
+    const long long base = (long long)row * sh->hidden;
     double total = 0.0;
-    for (int w = 0; w < kCmpThreads / 32; w++) total += s_red[w];
-    __syncthreads();
-    const double scale = 1.0 / sqrt(total / (double)hidden + (double)eps);
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-      const long long idx = base + i;
+    for (int i = 0; i < sh->hidden; i++) {
       float xs = 0.0f;
-      for (int m = 0; m < k.world; m++) xs += ar_exact(k.cur[m], idx);
-      const float r = ar_exact(rkey, idx);
+      for (int m = 0; m < k->world; m++) xs += ar_exact(k->cur[m], base + i);
+      const float r = ar_exact(rkey, base + i);
+      const float s = xs + r;
+      row_r[i] = r;
+      row_xs[i] = xs;
+      total += (double)s * (double)s;
+    }
+    const double scale = 1.0 / sqrt(total / (double)sh->hidden + (double)eps);
+    for (int i = 0; i < sh->hidden; i++) {
+      const long long idx = base + i;
+      const float xs = row_xs[i], r = row_r[i];
       const float want = xs + r;
       const float got = residual_out[idx];
       if (!(got == want)) {
         const unsigned int gb = ar_bits(got);
-        unsigned int sbits = gb;
-        int member = -1, cls;
-        if (gb == AR_OUT_POISON || gb == AR_SCRATCH_POISON || gb == AR_DECOY_NAN || got != got) {
-          cls = classify(got, want, idx, k, &member);
-        } else if (r != 0.0f && got == xs) {
-          cls = FN_NO_RESIDUAL;
-        } else if (r != 0.0f && k.world > 1 && got == xs + (float)k.world * r) {
-          cls = FN_MULTI_RESIDUAL;
+        if (st->res.first == ~0ULL) st->res.first = (unsigned long long)idx;
+        if (!full_res) {
+          if (gb == AR_OUT_POISON)
+            st->res.unwritten++;
+          else
+            st->res.bad++;
         } else {
-          const float g2 = got - r;
-          sbits = ar_bits(g2);
-          cls = classify(g2, xs, idx, k, &member);
-        }
-        atomicAdd(&s_cls[cls], 1ULL);
-        atomicMin(&s_first, (unsigned long long)idx);
-        if (cls == C_UNWRITTEN) {
-          atomicMin(&s_umin, (unsigned long long)idx);
-          atomicMax(&s_umax, (unsigned long long)idx);
-        } else if (cls == C_SCRATCH) {
-          atomicMin(&s_smin, (unsigned long long)idx);
-          atomicMax(&s_smax, (unsigned long long)idx);
-        }
-        if (*(volatile unsigned int *)&st->res.nsample < 8) {
-          const unsigned int x = atomicAdd(&st->res.nsample, 1u);
-          if (x < 8) {
-            st->res.sample[x].i = idx;
-            st->res.sample[x].got = sbits;
-            st->res.sample[x].cls = cls < C_COUNT ? cls : C_COUNT; /* never picked by ar_explain */
-            st->res.sample[x].member = member;
-            st->res_raw[x] = gb;
+          unsigned int sbits = gb;
+          int member = -1, cls;
+          if (gb == AR_OUT_POISON || gb == AR_SCRATCH_POISON || gb == AR_DECOY_NAN || got != got) {
+            cls = classify(got, want, idx, *k, &member);
+          } else if (r != 0.0f && got == xs) {
+            cls = FN_NO_RESIDUAL;
+          } else if (r != 0.0f && k->world > 1 && got == xs + (float)k->world * r) {
+            cls = FN_MULTI_RESIDUAL;
+          } else {
+            const float g2 = got - r;
+            sbits = ar_bits(g2);
+            cls = classify(g2, xs, idx, *k, &member);
+          }
+          count[cls]++;
+          if (cls < C_COUNT) st->res.cls[cls]++;
+          if (cls == C_UNWRITTEN) {
+            st->res.unwritten++;
+            if (st->res.unw_min == ~0ULL) st->res.unw_min = (unsigned long long)idx;
+            st->res.unw_max = (unsigned long long)idx;
+          } else {
+            st->res.bad++;
+            if (cls == C_SCRATCH) {
+              if (st->res.scr_min == ~0ULL) st->res.scr_min = (unsigned long long)idx;
+              st->res.scr_max = (unsigned long long)idx;
+            }
+          }
+          ar_sample x;
+          x.i = idx;
+          x.got = sbits;
+          x.cls = cls < C_COUNT ? cls : C_COUNT; /* never picked by ar_explain */
+          x.member = member;
+          if (!has_first[cls]) {
+            firsts[cls] = x;
+            raw_firsts[cls] = gb;
+            has_first[cls] = 1;
+          } else if (nmore < 8) {
+            raw_more[nmore] = gb;
+            more[nmore++] = x;
           }
         }
       }
@@ -260,48 +285,39 @@ static __global__ void __launch_bounds__(kCmpThreads)
       const float gy = out[idx];
       const double err = fabs((double)gy - wy);
       if (isfinite(err)) { /* over every compared element, right ones included */
-        my_abs = fmax(my_abs, err);
-        if (wy != 0.0) my_rel = fmax(my_rel, err / fabs(wy));
+        max_abs = fmax(max_abs, err);
+        if (wy != 0.0) max_rel = fmax(max_rel, err / fabs(wy));
       }
       if (ar_bits(gy) == AR_OUT_POISON) {
-        atomicAdd(&s_yunw, 1ULL);
+        st->y_unwritten++;
       } else if (!(err <= kRtol * fabs(wy) + kAtol)) {
-        atomicAdd(&s_ybad, 1ULL);
+        st->y_bad++;
       } else {
         continue;
       }
-      if (*(volatile unsigned int *)&st->y_nsample < 8) {
-        const unsigned int x = atomicAdd(&st->y_nsample, 1u);
-        if (x < 8) {
-          st->y_sample[x].i = idx;
-          st->y_sample[x].got = ar_bits(gy);
-        }
+      if (st->y_nsample < 8) {
+        st->y_sample[st->y_nsample].i = idx;
+        st->y_sample[st->y_nsample].got = ar_bits(gy);
+        st->y_nsample++;
       }
     }
   }
-  if (my_abs > 0.0) atomicMax(&st->y_max_abs, (unsigned long long)__double_as_longlong(my_abs));
-  if (my_rel > 0.0) atomicMax(&st->y_max_rel, (unsigned long long)__double_as_longlong(my_rel));
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long bad = 0;
-    for (int c = 1; c < C_COUNT; c++) {
-      if (s_cls[c]) atomicAdd(&st->res.cls[c], s_cls[c]);
-      if (c != C_UNWRITTEN) bad += s_cls[c];
-    }
-    bad += s_cls[FN_NO_RESIDUAL] + s_cls[FN_MULTI_RESIDUAL];
-    if (s_cls[FN_NO_RESIDUAL]) atomicAdd(&st->no_residual, s_cls[FN_NO_RESIDUAL]);
-    if (s_cls[FN_MULTI_RESIDUAL]) atomicAdd(&st->multi_residual, s_cls[FN_MULTI_RESIDUAL]);
-    if (bad) atomicAdd(&st->res.bad, bad);
-    if (s_cls[C_UNWRITTEN]) atomicAdd(&st->res.unwritten, s_cls[C_UNWRITTEN]);
-    if (s_first != ~0ULL) {
-      atomicMin(&st->res.first, s_first);
-      atomicMin(&st->res.unw_min, s_umin);
-      atomicMax(&st->res.unw_max, s_umax);
-      atomicMin(&st->res.scr_min, s_smin);
-      atomicMax(&st->res.scr_max, s_smax);
-    }
-    if (s_ybad) atomicAdd(&st->y_bad, s_ybad);
-    if (s_yunw) atomicAdd(&st->y_unwritten, s_yunw);
+  st->no_residual = count[FN_NO_RESIDUAL];
+  st->multi_residual = count[FN_MULTI_RESIDUAL];
+  memcpy(&st->y_max_abs, &max_abs, sizeof max_abs);
+  memcpy(&st->y_max_rel, &max_rel, sizeof max_rel);
+  for (;;) { /* the classes' first elements, the most frequent class first */
+    int best = -1;
+    for (int c = 0; c < kClasses; c++)
+      if (has_first[c] && (best < 0 || count[c] > count[best])) best = c;
+    if (best < 0 || st->res.nsample >= 8) break;
+    st->res_raw[st->res.nsample] = raw_firsts[best];
+    st->res.sample[st->res.nsample++] = firsts[best];
+    has_first[best] = 0;
+  }
+  for (int x = 0; x < nmore && st->res.nsample < 8; x++) {
+    st->res_raw[st->res.nsample] = raw_more[x];
+    st->res.sample[st->res.nsample++] = more[x];
   }
 }
 
@@ -372,9 +388,47 @@ static ar_keys fn_keys(const mgpu_ctx *ctx, const ar_team *t, int iter, unsigned
   return keys;
 }
 
-static int fn_cmp_grid(int rows) { return rows < kCmpBlocks ? rows : kCmpBlocks; }
+/* Host buffers: residual_out's, for what is handed over (pinned in the rank; s->h_out of
+ * allreduce_bench.cuh is out's), and the verifier's row scratch of fn_compare_host. */
+static float *g_fn_hres, *g_fn_row_r, *g_fn_row_xs;
 
-static fn_stats *g_fn_dstats, *g_fn_hstats; /* kMaxEpochs each */
+static void fn_alloc_host(const mgpu_ctx *ctx, long long max_n, int max_hidden) {
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMallocHost((void **)&g_fn_hres, sizeof(float) * (size_t)max_n));
+    return;
+  }
+  g_fn_hres = (float *)malloc(sizeof(float) * (size_t)max_n);
+  g_fn_row_r = (float *)malloc(sizeof(float) * (size_t)max_hidden);
+  g_fn_row_xs = (float *)malloc(sizeof(float) * (size_t)max_hidden);
+  if (!g_fn_hres || !g_fn_row_r || !g_fn_row_xs) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+}
+
+static void fn_free_host(const mgpu_ctx *ctx) {
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFreeHost(g_fn_hres));
+  } else {
+    free(g_fn_hres);
+    free(g_fn_row_r);
+    free(g_fn_row_xs);
+  }
+}
+
+/* The rank reads residual_out and out back (from the snapshots or the buffers, on `stream`)
+ * and hands both over as "<tag>/residual_out" and "<tag>/out"; returns 1 where they are to be
+ * compared (the verifier; a program run without one). */
+static int fn_hand_over(ar_state *s, const float *res_dev, const float *out_dev, long long n, const char *tag) {
+  const size_t bytes = sizeof(float) * (size_t)n;
+  char t[160];
+  if (mgpu_computes(s->ctx)) {
+    AR_CUDA(cudaMemcpyAsync(g_fn_hres, res_dev, bytes, cudaMemcpyDeviceToHost, s->stream));
+    AR_CUDA(cudaMemcpyAsync(s->h_out, out_dev, bytes, cudaMemcpyDeviceToHost, s->stream));
+    AR_CUDA(cudaStreamSynchronize(s->stream));
+  }
+  snprintf(t, sizeof t, "%s/residual_out", tag);
+  mgpu_hand_over(s->ctx, t, g_fn_hres, bytes);
+  snprintf(t, sizeof t, "%s/out", tag);
+  return mgpu_hand_over(s->ctx, t, s->h_out, bytes);
+}
 
 static void fn_sort_samples(ar_sample *sm, unsigned int *raw, int ns) {
   for (int x = 1; x < ns; x++)
@@ -388,85 +442,101 @@ static void fn_sort_samples(ar_sample *sm, unsigned int *raw, int ns) {
     }
 }
 
-/* Queues `count` epochs (learner epochs first_epoch ..), waits, and adds them to *f. */
+/* Adds epoch j's comparison (learner epoch e) to *f. */
+static void fn_tally_epoch(fn_tally *f, const fn_stats *st, unsigned int e, int iter_base, long long n) {
+  ar_tally *a = &f->a;
+  a->epochs++;
+  a->r.checked += 2 * n;
+  a->r.bad += (long long)(st->res.bad + st->y_bad);
+  a->r.unwritten += (long long)(st->res.unwritten + st->y_unwritten);
+  const double ea = fn_bits_double(st->y_max_abs), er = fn_bits_double(st->y_max_rel);
+  if (ea > f->max_abs) f->max_abs = ea;
+  if (er > f->max_rel) f->max_rel = er;
+  if (st->y_bad + st->y_unwritten) {
+    f->y_bad_epochs++;
+    if (!f->y_first_epoch) f->y_first_epoch = e;
+    if (f->y_kept < kYKept) {
+      f->y_epoch[f->y_kept] = e;
+      f->y_iter[f->y_kept] = iter_base + (int)e;
+      f->y_st[f->y_kept] = *st;
+      f->y_kept++;
+    }
+  }
+  if (st->res.bad + st->res.unwritten == 0) return;
+  a->bad_epochs++;
+  if (a->first_epoch) return;
+  a->first_epoch = e;
+  a->first_iter = iter_base + (int)e;
+  a->first = st->res;
+  f->res_first = *st;
+  const int ns = st->res.nsample < 8 ? (int)st->res.nsample : 8;
+  memcpy(a->samples, st->res.sample, sizeof(ar_sample) * (size_t)ns);
+  memcpy(f->res_raw, st->res_raw, sizeof(unsigned int) * (size_t)ns);
+  fn_sort_samples(a->samples, f->res_raw, ns);
+  a->nsamples = ns;
+}
+
+/* Epochs first_epoch .. first_epoch + count - 1 of a session named `name`. The rank queues them
+ * (residual_out and out copied aside after each), waits, and hands each epoch's pair over as
+ * "<name>/<j>/residual_out" and "<name>/<j>/out"; the verifier compares each pair and adds it to
+ * *f. Both take the same count. */
 static void fn_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, fn_bufs *b, unsigned int first_epoch, int count,
-                          int iter_base, int roles, fn_tally *f) {
+                          int iter_base, int roles, fn_tally *f, const char *name) {
   mgpu_ctx *ctx = s->ctx;
   const int g = ctx->rank;
   const fn_shape *sh = &b->sh;
   const long long n = sh->n;
+  const size_t bytes = sizeof(float) * (size_t)n;
   if (count > kMaxEpochs) count = kMaxEpochs;
-  g_ar_team = t;
-  g_ar_n = n;
-  k_fn_stats_init<<<1, 64, 0, s->stream>>>(g_fn_dstats, count);
-  AR_KERNEL();
-  float *res = (float *)b->residual.ptr, *gam = (float *)b->gamma.ptr;
-  float *res_out = (float *)b->residual_out.ptr, *out = (float *)b->out.ptr;
+  if (mgpu_computes(ctx)) {
+    if (2LL * count * n > s->snap_floats)
+      mgpu_fail("driver", "fn_run_epochs", __FILE__, __LINE__, 0, "the snapshots do not fit (a course bug)");
+    g_ar_team = t;
+    g_ar_n = n;
+    float *res = (float *)b->residual.ptr, *gam = (float *)b->gamma.ptr;
+    float *res_out = (float *)b->residual_out.ptr, *out = (float *)b->out.ptr;
+    for (int j = 0; j < count; j++) {
+      const int k = j + 1;
+      const unsigned int e = first_epoch + (unsigned int)j;
+      const int iter = iter_base + (int)e;
+      const int who = (k / 3) % t->world;
+      const int ordering = roles && k % 3 == 1 && who == t->me;
+      const int stress = roles && k % 3 == 2 && who == t->me && t->world > 1;
+      k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(res, n, fn_residual_key(ctx, iter));
+      AR_KERNEL();
+      k_fill_gamma<<<ar_grid(sh->hidden), 256, 0, s->stream>>>(gam, sh->hidden, fn_gamma_key(ctx, iter));
+      AR_KERNEL();
+      if (ordering) mgpu_delay(s->stream, kDelayNs);
+      k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
+      AR_KERNEL();
+      AR_CUDA(cudaMemsetAsync(res_out, 0xFF, bytes, s->stream));
+      AR_CUDA(cudaMemsetAsync(out, 0xFF, bytes, s->stream));
+      if (stress) ar_hog(s);
+      MGPU_LEARNER(fused_allreduce_rmsnorm(v, res, gam, fn_eps(e), res_out, out, sh->rows, sh->hidden, e, s->stream));
+      ar_expect_no_pending_error();
+      k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, ar_marker(e));
+      AR_KERNEL();
+      float *snap = s->d_snap + 2 * (size_t)j * (size_t)n;
+      AR_CUDA(cudaMemcpyAsync(snap, res_out, bytes, cudaMemcpyDeviceToDevice, s->stream));
+      AR_CUDA(cudaMemcpyAsync(snap + n, out, bytes, cudaMemcpyDeviceToDevice, s->stream));
+    }
+    ar_wait(s, t, n);
+    AR_CUDA(cudaStreamSynchronize(s->hog_stream));
+    g_ar_last = *t;
+    g_ar_team = NULL;
+  }
   for (int j = 0; j < count; j++) {
-    const int k = j + 1;
+    char tag[128];
+    const float *snap = mgpu_computes(ctx) ? s->d_snap + 2 * (size_t)j * (size_t)n : NULL;
+    snprintf(tag, sizeof tag, "%s/%d", name, j);
+    if (!fn_hand_over(s, snap, snap ? snap + n : NULL, n, tag)) continue;
     const unsigned int e = first_epoch + (unsigned int)j;
     const int iter = iter_base + (int)e;
-    const int who = (k / 3) % t->world;
-    const int ordering = roles && k % 3 == 1 && who == t->me;
-    const int stress = roles && k % 3 == 2 && who == t->me && t->world > 1;
-    const uint64_t rkey = mgpu_exact_key(ctx->seed, kResidualId, iter), gkey = mgpu_exact_key(ctx->seed, kGammaId, iter);
-    k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(res, n, rkey);
-    AR_KERNEL();
-    k_fill_gamma<<<ar_grid(sh->hidden), 256, 0, s->stream>>>(gam, sh->hidden, gkey);
-    AR_KERNEL();
-    if (ordering) mgpu_delay(s->stream, kDelayNs);
-    k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
-    AR_KERNEL();
-    AR_CUDA(cudaMemsetAsync(res_out, 0xFF, sizeof(float) * (size_t)n, s->stream));
-    AR_CUDA(cudaMemsetAsync(out, 0xFF, sizeof(float) * (size_t)n, s->stream));
-    if (stress) ar_hog(s);
-    fused_allreduce_rmsnorm(v, res, gam, fn_eps(e), res_out, out, sh->rows, sh->hidden, e, s->stream);
-    ar_expect_no_pending_error();
-    k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, ar_marker(e));
-    AR_KERNEL();
     const ar_keys keys = fn_keys(ctx, t, iter, e, j >= 1, j >= 2, j + 1 < count);
-    k_fn_compare<<<fn_cmp_grid(sh->rows), kCmpThreads, 0, s->stream>>>(res_out, out, sh->rows, sh->hidden, keys, rkey, gkey,
-                                                                        fn_eps(e), g_fn_dstats + j);
-    AR_KERNEL();
-  }
-  ar_wait(s, t, n);
-  AR_CUDA(cudaStreamSynchronize(s->hog_stream));
-  AR_CUDA(cudaMemcpy(g_fn_hstats, g_fn_dstats, sizeof(fn_stats) * (size_t)count, cudaMemcpyDeviceToHost));
-  g_ar_last = *t;
-  g_ar_team = NULL;
-  ar_tally *a = &f->a;
-  for (int j = 0; j < count; j++) {
-    const fn_stats *st = &g_fn_hstats[j];
-    const unsigned int e = first_epoch + (unsigned int)j;
-    a->epochs++;
-    a->r.checked += 2 * n;
-    a->r.bad += (long long)(st->res.bad + st->y_bad);
-    a->r.unwritten += (long long)(st->res.unwritten + st->y_unwritten);
-    const double ea = fn_bits_double(st->y_max_abs), er = fn_bits_double(st->y_max_rel);
-    if (ea > f->max_abs) f->max_abs = ea;
-    if (er > f->max_rel) f->max_rel = er;
-    if (st->y_bad + st->y_unwritten) {
-      f->y_bad_epochs++;
-      if (!f->y_first_epoch) f->y_first_epoch = e;
-      if (f->y_kept < kYKept) {
-        f->y_epoch[f->y_kept] = e;
-        f->y_iter[f->y_kept] = iter_base + (int)e;
-        f->y_st[f->y_kept] = *st;
-        f->y_kept++;
-      }
-    }
-    if (st->res.bad + st->res.unwritten == 0) continue;
-    a->bad_epochs++;
-    if (a->first_epoch) continue;
-    a->first_epoch = e;
-    a->first_iter = iter_base + (int)e;
-    a->first = st->res;
-    f->res_first = *st;
-    const int ns = st->res.nsample < 8 ? (int)st->res.nsample : 8;
-    memcpy(a->samples, st->res.sample, sizeof(ar_sample) * (size_t)ns);
-    memcpy(f->res_raw, st->res_raw, sizeof(unsigned int) * (size_t)ns);
-    fn_sort_samples(a->samples, f->res_raw, ns);
-    a->nsamples = ns;
+    fn_stats st;
+    fn_compare_host(g_fn_hres, s->h_out, sh, &keys, fn_residual_key(ctx, iter), fn_gamma_key(ctx, iter), fn_eps(e),
+                    f->a.first_epoch == 0, &st, g_fn_row_r, g_fn_row_xs);
+    fn_tally_epoch(f, &st, e, iter_base, n);
   }
 }
 
@@ -501,12 +571,13 @@ static float fn_host_x(const mgpu_ctx *ctx, const ar_team *t, int m, int iter, l
 }
 
 static void fn_row_stats(const mgpu_ctx *ctx, const ar_team *t, const fn_shape *sh, int iter, int row, fn_row *rs) {
+  const uint64_t rkey = fn_residual_key(ctx, iter);
   double ss = 0, so = 0, sx = 0, sn = 0;
   for (int i = 0; i < sh->hidden; i++) {
     const long long idx = (long long)row * sh->hidden + i;
     float xs = 0.0f;
     for (int m = 0; m < t->world; m++) xs += fn_host_x(ctx, t, m, iter, idx);
-    const float r = mgpu_exact_value(ctx->seed, kResidualId, iter, idx);
+    const float r = ar_exact(rkey, idx);
     const float own = fn_host_x(ctx, t, t->me, iter, idx);
     ss += (double)(xs + r) * (xs + r);
     so += (double)(own + r) * (own + r);
@@ -572,7 +643,7 @@ static void fn_explain_out(const mgpu_ctx *ctx, const ar_team *t, const fn_shape
     const fn_stats *st = &f->y_st[k];
     const int iter = f->y_iter[k];
     const double eps = fn_eps(f->y_epoch[k]);
-    const uint64_t gkey = mgpu_exact_key(ctx->seed, kGammaId, iter);
+    const uint64_t gkey = fn_gamma_key(ctx, iter);
     const int ns = st->y_nsample < 8 ? (int)st->y_nsample : 8;
     fn_ysample sm[8];
     memcpy(sm, st->y_sample, sizeof(fn_ysample) * (size_t)ns);
@@ -593,7 +664,7 @@ static void fn_explain_out(const mgpu_ctx *ctx, const ar_team *t, const fn_shape
       }
       float xs = 0.0f;
       for (int m = 0; m < t->world; m++) xs += fn_host_x(ctx, t, m, iter, sm[x].i);
-      const float rv = mgpu_exact_value(ctx->seed, kResidualId, iter, sm[x].i);
+      const float rv = ar_exact(fn_residual_key(ctx, iter), sm[x].i);
       q->i = sm[x].i;
       q->got = sm[x].got;
       q->eps = eps;
@@ -664,7 +735,7 @@ static void fn_explain(const mgpu_ctx *ctx, const ar_team *t, const fn_shape *sh
     r->nfirst = 0;
     for (int x = 0; x < a->nsamples; x++) {
       mgpu_mismatch *mm = &r->first[r->nfirst++];
-      float want = mgpu_exact_value(ctx->seed, kResidualId, a->first_iter, a->samples[x].i);
+      float want = ar_exact(fn_residual_key(ctx, a->first_iter), a->samples[x].i);
       for (int m = 0; m < t->world; m++) want += fn_host_x(ctx, t, m, a->first_iter, a->samples[x].i);
       mm->i = a->samples[x].i;
       ar_fmt_float(mm->got, sizeof mm->got, f->res_raw[x]);
@@ -707,29 +778,44 @@ static void fn_explain(const mgpu_ctx *ctx, const ar_team *t, const fn_shape *sh
 
 /* ---- the correctness sessions ------------------------------------------------------------------ */
 
+/* One (case, layout). Hand-overs: "<name>/<j>/residual_out" and "<name>/<j>/out" per epoch
+ * (fn_run_epochs), then "<name>/guards" (residual_out's and out's guard bytes hit). */
 static void fn_run_case(ar_state *s, const mgpu_case *c, const char *layout) {
+  mgpu_ctx *ctx = s->ctx;
   const fn_shape sh = fn_decode(c);
-  ar_team t = ar_make_team(s->ctx, layout);
-  ar_begin_session(s, &t, sh.n);
-  const ar_view v = ar_view_for(s, &t);
+  const ar_team t = ar_make_team(ctx, layout);
+  char name[96], tag[128];
+  ar_case_name(name, sizeof name, c, layout);
+  ar_view v;
   fn_bufs b;
-  fn_bufs_alloc(&b, &sh, s->ctx->device);
+  memset(&v, 0, sizeof v);
+  memset(&b, 0, sizeof b);
+  b.sh = sh;
+  if (mgpu_computes(ctx)) {
+    ar_begin_session(s, &t, sh.n);
+    v = ar_view_for(s, &t);
+    fn_bufs_alloc(&b, &sh, ctx->device);
+  }
   fn_tally f;
   fn_tally_init(&f, c->n);
   const int sess = ++s->sessions;
-  fn_run_epochs(s, &t, &v, &b, 1, epochs_for(sh.n), sess * 1000, 1, &f);
-  f.guard_res = mgpu_guard_hits(&b.residual_out);
-  f.guard_out = mgpu_guard_hits(&b.out);
-  f.a.r.n = c->n;
-  f.a.r.guard_hits = f.guard_res + f.guard_out;
-  fn_explain(s->ctx, &t, &sh, &f, c->n);
-  char name[96];
-  if (strcmp(layout, "all") == 0)
-    snprintf(name, sizeof name, "%s", c->name);
-  else
-    snprintf(name, sizeof name, "%s@%s", c->name, layout);
-  mgpu_record_case(name, &f.a.r, 0);
-  fn_bufs_free(&b);
+  fn_run_epochs(s, &t, &v, &b, 1, epochs_for(sh.n), sess * 1000, 1, &f, name);
+  long long hits[2] = {0, 0};
+  if (mgpu_computes(ctx)) {
+    hits[0] = mgpu_guard_hits(&b.residual_out);
+    hits[1] = mgpu_guard_hits(&b.out);
+  }
+  snprintf(tag, sizeof tag, "%s/guards", name);
+  mgpu_hand_over(ctx, tag, hits, sizeof hits);
+  if (mgpu_verifies(ctx)) {
+    f.guard_res = hits[0];
+    f.guard_out = hits[1];
+    f.a.r.n = c->n;
+    f.a.r.guard_hits = f.guard_res + f.guard_out;
+    fn_explain(ctx, &t, &sh, &f, c->n);
+    mgpu_record_case(name, &f.a.r, 0);
+  }
+  if (mgpu_computes(ctx)) fn_bufs_free(&b);
 }
 
 /* ---- timing ------------------------------------------------------------------------------------ */
@@ -747,8 +833,9 @@ typedef struct fn_perf {
 static void op_fused(void *arg, int iter, cudaStream_t stream) {
   fn_perf *p = (fn_perf *)arg;
   (void)iter;
-  fused_allreduce_rmsnorm(&p->v, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden, ++p->epoch,
-                          stream);
+  const unsigned int e = ++p->epoch;
+  MGPU_LEARNER(fused_allreduce_rmsnorm(&p->v, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden,
+                                       e, stream));
   ar_expect_no_pending_error();
 }
 
@@ -760,102 +847,126 @@ static void op_nccl_norm(void *arg, int iter, cudaStream_t stream) {
   fn_base_norm(p->xsum, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden, stream);
 }
 
+/* One perf case. The rank runs the baseline once and hands its outputs over
+ * ("baseline/<case>/residual_out", "baseline/<case>/out": the verifier stops the run if they are
+ * wrong, a course bug), times, then checks kAfterTimingEpochs more epochs: hand-overs
+ * "after-timing/<case>/epoch" (the last epoch the timed calls used), the epochs' pairs
+ * "after-timing/<case>/<j>/...", then "after-timing/<case>/guards". The verifier adds them to
+ * *after. */
 static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tally *after) {
   mgpu_ctx *ctx = s->ctx;
   const fn_shape sh = fn_decode(c);
   const long long n = sh.n;
-  ar_team t = ar_make_team(ctx, "all");
-  ar_begin_session(s, &t, n);
-  fn_bufs b;
-  fn_bufs_alloc(&b, &sh, ctx->device);
-  float *xsum = NULL;
-  MGPU_CUDA(cudaMalloc((void **)&xsum, sizeof(float) * (size_t)n));
+  const ar_team t = ar_make_team(ctx, "all");
   const int sess = ++s->sessions;
   const int iter = sess * 1000;
-  const uint64_t rkey = mgpu_exact_key(ctx->seed, kResidualId, iter), gkey = mgpu_exact_key(ctx->seed, kGammaId, iter);
   const float eps = fn_eps(1);
-  mgpu_fill_exact_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, iter, s->stream);
-  k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>((float *)b.residual.ptr, n, rkey);
-  MGPU_KERNEL();
-  k_fill_gamma<<<ar_grid(sh.hidden), 256, 0, s->stream>>>((float *)b.gamma.ptr, sh.hidden, gkey);
-  MGPU_KERNEL();
-  MGPU_CUDA(cudaStreamSynchronize(s->stream));
-  mgpu_barrier(ctx, "m6-perf-filled");
-
+  char name[96], tag[128];
+  fn_bufs b;
+  memset(&b, 0, sizeof b);
+  b.sh = sh;
+  float *xsum = NULL;
   fn_perf p;
   memset(&p, 0, sizeof p);
-  p.v = ar_view_for(s, &t);
-  p.in = ar_in(s, ctx->rank);
-  p.residual = (const float *)b.residual.ptr;
-  p.gamma = (const float *)b.gamma.ptr;
-  p.xsum = xsum;
-  p.residual_out = (float *)b.residual_out.ptr;
-  p.out = (float *)b.out.ptr;
-  p.eps = eps;
-  p.rows = sh.rows;
-  p.hidden = sh.hidden;
-  p.comm = comm;
+  if (mgpu_computes(ctx)) {
+    ar_begin_session(s, &t, n);
+    fn_bufs_alloc(&b, &sh, ctx->device);
+    MGPU_CUDA(cudaMalloc((void **)&xsum, sizeof(float) * (size_t)n));
+    mgpu_fill_exact_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, iter, s->stream);
+    k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>((float *)b.residual.ptr, n, fn_residual_key(ctx, iter));
+    MGPU_KERNEL();
+    k_fill_gamma<<<ar_grid(sh.hidden), 256, 0, s->stream>>>((float *)b.gamma.ptr, sh.hidden, fn_gamma_key(ctx, iter));
+    MGPU_KERNEL();
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
+    mgpu_barrier(ctx, "m6-perf-filled");
 
-  /* The baseline must be right before it is timed. */
-  MGPU_CUDA(cudaMemsetAsync(p.residual_out, 0xFF, sizeof(float) * (size_t)n, s->stream));
-  MGPU_CUDA(cudaMemsetAsync(p.out, 0xFF, sizeof(float) * (size_t)n, s->stream));
-  op_nccl_norm(&p, 0, s->stream);
-  k_fn_stats_init<<<1, 64, 0, s->stream>>>(g_fn_dstats, 1);
-  MGPU_KERNEL();
-  const ar_keys keys = fn_keys(ctx, &t, iter, 1, 0, 0, 0);
-  k_fn_compare<<<fn_cmp_grid(sh.rows), kCmpThreads, 0, s->stream>>>(p.residual_out, p.out, sh.rows, sh.hidden, keys, rkey,
-                                                                     gkey, eps, g_fn_dstats);
-  MGPU_KERNEL();
-  MGPU_CUDA(cudaMemcpyAsync(g_fn_hstats, g_fn_dstats, sizeof(fn_stats), cudaMemcpyDeviceToHost, s->stream));
-  MGPU_CUDA(cudaStreamSynchronize(s->stream));
-  if (g_fn_hstats->res.bad + g_fn_hstats->res.unwritten + g_fn_hstats->y_bad + g_fn_hstats->y_unwritten) {
-    char msg[300];
-    snprintf(msg, sizeof msg,
-             "the baseline (ncclAllReduce + the driver's residual + RMSNorm) is wrong for %d x %d: %llu residual_out and %llu "
-             "out element(s); a bug in the course",
-             sh.rows, sh.hidden, g_fn_hstats->res.bad + g_fn_hstats->res.unwritten,
-             g_fn_hstats->y_bad + g_fn_hstats->y_unwritten);
-    mgpu_fail("driver", "baseline", __FILE__, __LINE__, 0, msg);
+    p.v = ar_view_for(s, &t);
+    p.in = ar_in(s, ctx->rank);
+    p.residual = (const float *)b.residual.ptr;
+    p.gamma = (const float *)b.gamma.ptr;
+    p.xsum = xsum;
+    p.residual_out = (float *)b.residual_out.ptr;
+    p.out = (float *)b.out.ptr;
+    p.eps = eps;
+    p.rows = sh.rows;
+    p.hidden = sh.hidden;
+    p.comm = comm;
+
+    /* The baseline must be right before it is timed: its outputs go to the verifier. */
+    MGPU_CUDA(cudaMemsetAsync(p.residual_out, 0xFF, sizeof(float) * (size_t)n, s->stream));
+    MGPU_CUDA(cudaMemsetAsync(p.out, 0xFF, sizeof(float) * (size_t)n, s->stream));
+    op_nccl_norm(&p, 0, s->stream);
   }
-  mgpu_barrier(ctx, "m6-perf-baseline-ok");
+  snprintf(tag, sizeof tag, "baseline/%s", c->name);
+  if (fn_hand_over(s, p.residual_out, p.out, n, tag)) {
+    fn_stats st;
+    const ar_keys keys = fn_keys(ctx, &t, iter, 1, 0, 0, 0);
+    fn_compare_host(g_fn_hres, s->h_out, &sh, &keys, fn_residual_key(ctx, iter), fn_gamma_key(ctx, iter), eps, 0, &st,
+                    g_fn_row_r, g_fn_row_xs);
+    if (st.res.bad + st.res.unwritten + st.y_bad + st.y_unwritten) {
+      char msg[300];
+      snprintf(msg, sizeof msg,
+               "the baseline (ncclAllReduce + the driver's residual + RMSNorm) is wrong for %d x %d: %llu residual_out and "
+               "%llu out element(s); a bug in the course",
+               sh.rows, sh.hidden, st.res.bad + st.res.unwritten, st.y_bad + st.y_unwritten);
+      mgpu_fail("driver", "baseline", __FILE__, __LINE__, 0, msg);
+    }
+  }
 
-  mgpu_timing tm;
-  memset(&tm, 0, sizeof tm);
-  tm.case_name = c->name;
-  tm.bytes = (double)n * sizeof(float);
-  tm.factor = 1.0;
-  tm.metric = "time";
-  mgpu_time_pair(ctx, &tm, op_fused, &p, op_nccl_norm, &p, s->stream);
-  ar_wait(s, &t, n);
-  MGPU_CUDA(cudaDeviceSynchronize());
-  mgpu_barrier(ctx, "m6-perf-timed");
+  if (mgpu_computes(ctx)) {
+    mgpu_barrier(ctx, "m6-perf-baseline-ok");
+    mgpu_timing tm;
+    memset(&tm, 0, sizeof tm);
+    tm.case_name = c->name;
+    tm.bytes = (double)n * sizeof(float);
+    tm.factor = 1.0;
+    tm.metric = "time";
+    mgpu_time_pair(ctx, &tm, op_fused, &p, op_nccl_norm, &p, s->stream);
+    ar_wait(s, &t, n);
+    MGPU_CUDA(cudaDeviceSynchronize());
+    mgpu_barrier(ctx, "m6-perf-timed");
 
-  /* New data over the timed buffers, the epoch count going on from the timed calls. */
-  k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, ctx->rank), n, ar_marker(p.epoch));
-  MGPU_KERNEL();
-  MGPU_CUDA(cudaStreamSynchronize(s->stream));
-  mgpu_barrier(ctx, "m6-perf-after");
+    /* New data over the timed buffers, the epoch count going on from the timed calls. */
+    k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, ctx->rank), n, ar_marker(p.epoch));
+    MGPU_KERNEL();
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
+    mgpu_barrier(ctx, "m6-perf-after");
+  }
+  snprintf(name, sizeof name, "after-timing/%s", c->name);
+  snprintf(tag, sizeof tag, "%s/epoch", name);
+  mgpu_hand_over(ctx, tag, &p.epoch, sizeof p.epoch);
   fn_tally f;
   fn_tally_init(&f, c->n);
-  fn_run_epochs(s, &t, &p.v, &b, p.epoch + 1, kAfterTimingEpochs, sess * 1000 + 500, 0, &f);
-  f.guard_res = mgpu_guard_hits(&b.residual_out);
-  f.guard_out = mgpu_guard_hits(&b.out);
-  f.a.r.guard_hits = f.guard_res + f.guard_out;
-  mgpu_result *ar = &after->a.r;
-  ar->checked += f.a.r.checked;
-  ar->bad += f.a.r.bad;
-  ar->unwritten += f.a.r.unwritten;
-  ar->guard_hits += f.a.r.guard_hits;
-  if (f.max_abs > ar->max_abs_err) ar->max_abs_err = f.max_abs;
-  if (f.max_rel > ar->max_rel_err) ar->max_rel_err = f.max_rel;
-  if (!ar->msg[0] && (f.a.r.bad || f.a.r.unwritten || f.a.r.guard_hits)) {
-    fn_explain(ctx, &t, &sh, &f, c->n);
-    ar->nfirst = f.a.r.nfirst;
-    memcpy(ar->first, f.a.r.first, sizeof f.a.r.first);
-    snprintf(ar->msg, sizeof ar->msg, "after timing %s (epochs %u..): %.400s", c->name, p.epoch + 1, f.a.r.msg);
+  fn_run_epochs(s, &t, &p.v, &b, p.epoch + 1, kAfterTimingEpochs, sess * 1000 + 500, 0, &f, name);
+  long long hits[2] = {0, 0};
+  if (mgpu_computes(ctx)) {
+    hits[0] = mgpu_guard_hits(&b.residual_out);
+    hits[1] = mgpu_guard_hits(&b.out);
   }
-  MGPU_CUDA(cudaFree(xsum));
-  fn_bufs_free(&b);
+  snprintf(tag, sizeof tag, "%s/guards", name);
+  mgpu_hand_over(ctx, tag, hits, sizeof hits);
+  if (mgpu_verifies(ctx)) {
+    f.guard_res = hits[0];
+    f.guard_out = hits[1];
+    f.a.r.guard_hits = f.guard_res + f.guard_out;
+    mgpu_result *ar = &after->a.r;
+    ar->checked += f.a.r.checked;
+    ar->bad += f.a.r.bad;
+    ar->unwritten += f.a.r.unwritten;
+    ar->guard_hits += f.a.r.guard_hits;
+    if (f.max_abs > ar->max_abs_err) ar->max_abs_err = f.max_abs;
+    if (f.max_rel > ar->max_rel_err) ar->max_rel_err = f.max_rel;
+    if (!ar->msg[0] && (f.a.r.bad || f.a.r.unwritten || f.a.r.guard_hits)) {
+      fn_explain(ctx, &t, &sh, &f, c->n);
+      ar->nfirst = f.a.r.nfirst;
+      memcpy(ar->first, f.a.r.first, sizeof f.a.r.first);
+      snprintf(ar->msg, sizeof ar->msg, "after timing %s (epochs %u..): %.400s", c->name, p.epoch + 1, f.a.r.msg);
+    }
+  }
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaFree(xsum));
+    fn_bufs_free(&b);
+  }
 }
 
 /* ---- main ---------------------------------------------------------------------------------------- */
@@ -863,22 +974,29 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
   mgpu_init(&ctx, argc, argv);
-  /* The shapes of this run decide the buffers (every case is decoded here, so a bad one fails first). */
-  long long max_n = 1;
+  /* The shapes of this run decide the buffers (every case is decoded here, so a bad one fails
+   * first): the largest n and hidden, and the most floats of snapshots one session takes (two
+   * outputs per epoch). */
+  long long max_n = 1, snap = 1;
+  int max_hidden = 1;
   for (int k = 0; k < ctx.ncases; k++) {
     const fn_shape sh = fn_decode(&ctx.cases[k]);
+    const long long e = epochs_for(sh.n) < kMaxEpochs ? epochs_for(sh.n) : kMaxEpochs;
     if (sh.n > max_n) max_n = sh.n;
+    if (sh.hidden > max_hidden) max_hidden = sh.hidden;
+    if (2 * e * sh.n > snap) snap = 2 * e * sh.n;
   }
   if (ctx.perf)
     for (int k = 0; k < ctx.nperf_cases; k++) {
       const fn_shape sh = fn_decode(&ctx.perf_cases[k]);
       if (sh.n > max_n) max_n = sh.n;
+      if (sh.hidden > max_hidden) max_hidden = sh.hidden;
+      if (2LL * kAfterTimingEpochs * sh.n > snap) snap = 2LL * kAfterTimingEpochs * sh.n;
     }
   ar_state s;
   ar_setup(&s, &ctx, max_n, "module6-fn");
-  MGPU_CUDA(cudaMalloc((void **)&g_fn_dstats, sizeof(fn_stats) * kMaxEpochs));
-  g_fn_hstats = (fn_stats *)malloc(sizeof(fn_stats) * kMaxEpochs);
-  if (!g_fn_hstats) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  ar_alloc_outputs(&s, snap);
+  fn_alloc_host(&ctx, max_n, max_hidden);
 
   const char *layouts[3];
   const int nlayouts = ar_layouts(&ctx, layouts);
@@ -886,17 +1004,20 @@ int main(int argc, char **argv) {
     for (int l = 0; l < nlayouts; l++) fn_run_case(&s, &ctx.cases[k], layouts[l]);
 
   if (ctx.perf && ctx.nperf_cases > 0) {
-    ncclComm_t comm = ar_baseline_comm(&ctx);
+    ncclComm_t comm = NULL;
+    if (mgpu_computes(&ctx)) comm = ar_baseline_comm(&ctx);
     fn_tally after;
     fn_tally_init(&after, 0);
     for (int k = 0; k < ctx.nperf_cases; k++) fn_run_perf(&s, &ctx.perf_cases[k], comm, &after);
-    mgpu_record_case("after-timing", &after.a.r, 0);
-    MGPU_CUDA(cudaDeviceSynchronize());
-    MGPU_NCCL(ncclCommDestroy(comm));
+    if (mgpu_verifies(&ctx)) mgpu_record_case("after-timing", &after.a.r, 0);
+    if (mgpu_computes(&ctx)) {
+      MGPU_CUDA(cudaDeviceSynchronize());
+      MGPU_NCCL(ncclCommDestroy(comm));
+    }
   }
 
   ar_teardown(&s);
-  MGPU_CUDA(cudaFree(g_fn_dstats));
-  free(g_fn_hstats);
+  ar_free_outputs(&s);
+  fn_free_host(&ctx);
   return mgpu_finish(&ctx);
 }

@@ -5,6 +5,9 @@
  * below lives in ../shared/allreduce_bench.cuh (shared with module6/two-shot): symmetric buffers,
  * teams, epochs, the classified comparison, the rank that is slowed down on purpose, and the
  * timing. One-shot is for small messages: the cases stop at 4 MiB.
+ * Split (`verifier: true`): the rank hands every epoch's output, the guard counts and, after
+ * timing, its epoch count over (mgpu_hand_over(), in the shared file), and its verifier, which
+ * alone knows the other ranks' inputs, compares on the CPU and records the cases.
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -15,7 +18,7 @@
 #define AR_FN "one_shot_all_reduce"
 
 static void learner_call(const ar_view *v, float *out, long long n, unsigned int epoch, cudaStream_t stream) {
-  one_shot_all_reduce(v, out, n, epoch, stream);
+  MGPU_LEARNER(one_shot_all_reduce(v, out, n, epoch, stream));
 }
 
 /* Many epochs where they are cheap; 12 (4 slowed-down members' turns) for the large cases. */

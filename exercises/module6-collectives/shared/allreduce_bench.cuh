@@ -5,7 +5,8 @@
  * Before including it, a driver includes <nccl.h> and its exercise's header, and defines
  *   AR_FN                                the learner's function's name, a string literal
  *   static void learner_call(const ar_view *v, float *out, long long n, unsigned int epoch,
- *                            cudaStream_t stream);   the learner's call
+ *                            cudaStream_t stream);   the learner's call, inside MGPU_LEARNER(...)
+ *                                                    (compiled out of the verifier)
  *   static int epochs_for(long long n);   epochs per correctness case of n floats
  * and then returns ar_main(argc, argv) from main.
  *
@@ -28,7 +29,10 @@
  *     the learner's call (epoch e)
  *     fill own input with marker(e)   -- the learner's call has returned: the input is the
  *                                        driver's again, and it is overwritten at once
- *     compare out with the exact sum, every element, on the GPU
+ *     copy out aside (the epoch's snapshot, on the GPU)
+ * Once the session's work is done, the rank hands each epoch's snapshot and its guard count over
+ * to its verifier (`verifier: true`, docs/protocol.md §4), which compares every element with the
+ * exact sum on the CPU and records the case: the rank never knows another rank's inputs.
  * Markers are integers far from the inputs and 1024 apart, so an output that used a member's
  * input too early (marker(e-1): the owner had not filled it yet) or too late (marker(e): the
  * owner had already returned) says so, and which member it was. Other classes: the member's
@@ -52,7 +56,13 @@
  * Timing (MGPU_PERF=1): every perf case on the full team, the learner's call against
  * ncclAllReduce (sum, fp32, a communicator of all ranks, the same input and output buffers) with
  * mgpu_time_pair, metric "time". After each size, kAfterTimingEpochs more epochs with new data,
- * continuing the epoch count of the timed calls, are checked into the case "after-timing".
+ * continuing the epoch count of the timed calls, are checked into the case "after-timing" (the
+ * rank hands over how many epochs the timed calls used, then the snapshots, as above).
+ *
+ * The rank (mgpu_computes) does everything on the GPU; the verifier (mgpu_verifies, built with
+ * -DMGPU_VERIFIER, no GPU) walks the same sessions without a CUDA call, receives, compares and
+ * explains. The pieces that module6/fused-norm reuses (setup, sessions, hog, waits, classes,
+ * ar_explain) keep working for a driver that is not split.
  */
 #ifndef MODULE6_ALLREDUCE_BENCH_CUH
 #define MODULE6_ALLREDUCE_BENCH_CUH
@@ -183,15 +193,6 @@ typedef struct ar_stats {
   ar_sample sample[8];
 } ar_stats;
 
-static __global__ void k_stats_init(ar_stats *st, int count) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < count; j += gridDim.x * blockDim.x) {
-    memset(&st[j], 0, sizeof st[j]);
-    st[j].first = ~0ULL;
-    st[j].unw_min = ~0ULL;
-    st[j].scr_min = ~0ULL;
-  }
-}
-
 static __host__ __device__ __forceinline__ unsigned int ar_bits(float f) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(f);
@@ -240,58 +241,66 @@ static __host__ __device__ int classify(float got, float want, long long i, cons
   return C_OTHER;
 }
 
-/* Compares out with the exact sum, every element; counts per block in shared memory, then adds
- * the block's counts to *st (so that an output wrong everywhere does not serialize on atomics). */
-static __global__ void __launch_bounds__(256) k_compare(const float *out, long long n, ar_keys k, ar_stats *st) {
-  __shared__ unsigned long long s_cls[C_COUNT], s_first, s_umin, s_umax, s_smin, s_smax;
-  if (threadIdx.x < C_COUNT) s_cls[threadIdx.x] = 0;
-  if (threadIdx.x == 0) {
-    s_first = s_umin = s_smin = ~0ULL;
-    s_umax = s_smax = 0;
-  }
-  __syncthreads();
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+/* The verifier's comparison of one epoch's out, on the CPU: every element against the exact sum
+ * of the team's inputs (the same float additions in member order as the fill's values, so exact).
+ * full: every wrong element is classified, for the session's first wrong epoch, whose classes and
+ * samples explain the case; otherwise wrong elements are only counted (bad, unwritten), which is
+ * all the tally takes from later epochs. Samples: the first element of each class found, the
+ * most frequent classes first, then more of the first wrong elements, at most 8 in all. */
+static void ar_compare_host(const float *out, long long n, const ar_keys *k, int full, ar_stats *st) {
+  memset(st, 0, sizeof *st);
+  st->first = st->unw_min = st->scr_min = ~0ULL;
+  ar_sample firsts[C_COUNT], more[8];
+  int has_first[C_COUNT] = {0}, nmore = 0;
+  for (long long i = 0; i < n; i++) {
     float want = 0.0f;
-    for (int m = 0; m < k.world; m++) want += ar_exact(k.cur[m], i);
+    for (int m = 0; m < k->world; m++) want += ar_exact(k->cur[m], i);
     const float got = out[i];
     if (got == want) continue;
-    int member;
-    const int cls = classify(got, want, i, k, &member);
-    atomicAdd(&s_cls[cls], 1ULL);
-    atomicMin(&s_first, (unsigned long long)i);
-    if (cls == C_UNWRITTEN) {
-      atomicMin(&s_umin, (unsigned long long)i);
-      atomicMax(&s_umax, (unsigned long long)i);
-    } else if (cls == C_SCRATCH) {
-      atomicMin(&s_smin, (unsigned long long)i);
-      atomicMax(&s_smax, (unsigned long long)i);
+    const unsigned int gb = ar_bits(got);
+    if (st->first == ~0ULL) st->first = (unsigned long long)i;
+    if (!full) {
+      if (gb == AR_OUT_POISON)
+        st->unwritten++;
+      else
+        st->bad++;
+      continue;
     }
-    if (*(volatile unsigned int *)&st->nsample < 8) {
-      const unsigned int x = atomicAdd(&st->nsample, 1u);
-      if (x < 8) {
-        st->sample[x].i = i;
-        st->sample[x].got = ar_bits(got);
-        st->sample[x].cls = cls;
-        st->sample[x].member = member;
+    int member;
+    const int cls = classify(got, want, i, *k, &member);
+    st->cls[cls]++;
+    if (cls == C_UNWRITTEN) {
+      st->unwritten++;
+      if (st->unw_min == ~0ULL) st->unw_min = (unsigned long long)i;
+      st->unw_max = (unsigned long long)i;
+    } else {
+      st->bad++;
+      if (cls == C_SCRATCH) {
+        if (st->scr_min == ~0ULL) st->scr_min = (unsigned long long)i;
+        st->scr_max = (unsigned long long)i;
       }
     }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0 && s_first != ~0ULL) {
-    unsigned long long bad = 0;
-    for (int c = 1; c < C_COUNT; c++) {
-      if (s_cls[c]) atomicAdd(&st->cls[c], s_cls[c]);
-      if (c != C_UNWRITTEN) bad += s_cls[c];
+    ar_sample x;
+    x.i = i;
+    x.got = gb;
+    x.cls = cls;
+    x.member = member;
+    if (!has_first[cls]) {
+      firsts[cls] = x;
+      has_first[cls] = 1;
+    } else if (nmore < 8) {
+      more[nmore++] = x;
     }
-    atomicAdd(&st->bad, bad);
-    atomicAdd(&st->unwritten, s_cls[C_UNWRITTEN]);
-    atomicMin(&st->first, s_first);
-    atomicMin(&st->unw_min, s_umin);
-    atomicMax(&st->unw_max, s_umax);
-    atomicMin(&st->scr_min, s_smin);
-    atomicMax(&st->scr_max, s_smax);
   }
+  for (;;) { /* the classes' first elements, the most frequent class first */
+    int best = -1;
+    for (int c = 0; c < C_COUNT; c++)
+      if (has_first[c] && (best < 0 || st->cls[c] > st->cls[best])) best = c;
+    if (best < 0 || st->nsample >= 8) break;
+    st->sample[st->nsample++] = firsts[best];
+    has_first[best] = 0;
+  }
+  for (int x = 0; x < nmore && st->nsample < 8; x++) st->sample[st->nsample++] = more[x];
 }
 
 /* ---- state ------------------------------------------------------------------------------------ */
@@ -306,7 +315,11 @@ typedef struct ar_state {
   unsigned int *hog_started; /* device counter of hog blocks that ran, over the whole run */
   unsigned int hog_target;
   int hog_blocks;
-  ar_stats *d_stats, *h_stats;
+  /* ar_run_epochs' outputs: the rank's snapshots of out (d_snap, snap_floats floats, one n-float
+   * slot per epoch of a session) and the host buffer (max_n floats) each one is handed over
+   * from (rank, pinned) or received into (verifier). */
+  float *d_snap, *h_out;
+  long long snap_floats;
   int sessions;
   char *decoy; /* local memory laid out like a rank's part: what non-members' view entries point at */
 } ar_state;
@@ -520,87 +533,112 @@ static void ar_fmt_float(char *dst, size_t len, unsigned int bits) {
     snprintf(dst, len, "%.9g", f);
 }
 
-/* Queues `count` epochs (learner epochs first_epoch ..), waits, and adds them to *a. */
+/* The keys the comparison of epoch j (learner epoch e, iteration iter) of `count` needs: every
+ * member's inputs of this iteration and its neighbours, and the markers. The verifier's only:
+ * they are other ranks' inputs. */
+static ar_keys ar_keys_for(const mgpu_ctx *ctx, const ar_team *t, int iter, unsigned int e, int j, int count) {
+  ar_keys keys;
+  memset(&keys, 0, sizeof keys);
+  keys.world = t->world;
+  keys.has_prev = j >= 1;
+  keys.has_prev2 = j >= 2;
+  keys.has_next = j + 1 < count;
+  keys.marker_now = ar_marker(e);
+  keys.marker_before = ar_marker(e - 1);
+  for (int m = 0; m < t->world; m++) {
+    keys.cur[m] = mgpu_exact_key(ctx->seed, t->member[m], iter);
+    keys.prev[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 1);
+    keys.prev2[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 2);
+    keys.next[m] = mgpu_exact_key(ctx->seed, t->member[m], iter + 1);
+  }
+  return keys;
+}
+
+/* Adds epoch j's comparison (learner epoch first_epoch + j) to *a; the first wrong epoch keeps its
+ * stats and samples (with the sums they should have been) for ar_explain. */
+static void ar_tally_epoch(const mgpu_ctx *ctx, const ar_team *t, long long n, unsigned int first_epoch, int j,
+                           int iter_base, const ar_stats *st, ar_tally *a) {
+  a->epochs++;
+  a->r.checked += n;
+  a->r.bad += (long long)st->bad;
+  a->r.unwritten += (long long)st->unwritten;
+  if (st->bad + st->unwritten == 0) return;
+  a->bad_epochs++;
+  if (a->first_epoch) return;
+  a->first_epoch = first_epoch + (unsigned int)j;
+  a->first_iter = iter_base + (int)a->first_epoch;
+  a->first = *st;
+  ar_sample sm[8];
+  const int ns = st->nsample < 8 ? (int)st->nsample : 8;
+  memcpy(sm, st->sample, sizeof(ar_sample) * (size_t)ns);
+  for (int x = 1; x < ns; x++)
+    for (int y = x; y > 0 && sm[y].i < sm[y - 1].i; y--) {
+      ar_sample tmp = sm[y];
+      sm[y] = sm[y - 1];
+      sm[y - 1] = tmp;
+    }
+  a->nsamples = ns;
+  memcpy(a->samples, sm, sizeof sm);
+  a->r.nfirst = 0;
+  for (int x = 0; x < ns; x++) {
+    mgpu_mismatch *mm = &a->r.first[a->r.nfirst++];
+    float want = 0.0f;
+    for (int m = 0; m < t->world; m++) want += mgpu_exact_value(ctx->seed, t->member[m], a->first_iter, sm[x].i);
+    mm->i = sm[x].i;
+    ar_fmt_float(mm->got, sizeof mm->got, sm[x].got);
+    snprintf(mm->want, sizeof mm->want, "%.9g", want);
+  }
+}
+
+/* Epochs first_epoch .. first_epoch + count - 1 of a session named `name`. The rank queues them
+ * (out copied aside after each), waits, and hands each epoch's out over as "<name>/<j>"; the
+ * verifier receives each one, compares it and adds it to *a. Both take the same count. */
 static void ar_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, const mgpu_buf *out, long long n,
-                          unsigned int first_epoch, int count, int iter_base, int roles, ar_tally *a) {
+                          unsigned int first_epoch, int count, int iter_base, int roles, ar_tally *a, const char *name) {
   mgpu_ctx *ctx = s->ctx;
   const int g = ctx->rank;
+  const size_t bytes = sizeof(float) * (size_t)n;
   if (count > kMaxEpochs) count = kMaxEpochs;
-  g_ar_team = t;
-  g_ar_n = n;
-  k_stats_init<<<1, 64, 0, s->stream>>>(s->d_stats, count);
-  AR_KERNEL();
+  if (mgpu_computes(ctx)) {
+    if ((long long)count * n > s->snap_floats)
+      mgpu_fail("driver", "ar_run_epochs", __FILE__, __LINE__, 0, "the snapshots of out do not fit (a course bug)");
+    g_ar_team = t;
+    g_ar_n = n;
+    for (int j = 0; j < count; j++) {
+      const int k = j + 1;
+      const unsigned int e = first_epoch + (unsigned int)j;
+      const int iter = iter_base + (int)e;
+      const int who = (k / 3) % t->world;
+      const int ordering = roles && k % 3 == 1 && who == t->me;
+      const int stress = roles && k % 3 == 2 && who == t->me && t->world > 1;
+      if (ordering) mgpu_delay(s->stream, kDelayNs);
+      k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
+      AR_KERNEL();
+      AR_CUDA(cudaMemsetAsync(out->ptr, 0xFF, bytes, s->stream));
+      if (stress) ar_hog(s);
+      learner_call(v, (float *)out->ptr, n, e, s->stream);
+      ar_expect_no_pending_error();
+      k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, ar_marker(e));
+      AR_KERNEL();
+      AR_CUDA(cudaMemcpyAsync(s->d_snap + (size_t)j * (size_t)n, out->ptr, bytes, cudaMemcpyDeviceToDevice, s->stream));
+    }
+    ar_wait(s, t, n);
+    AR_CUDA(cudaStreamSynchronize(s->hog_stream));
+    g_ar_last = *t;
+    g_ar_team = NULL;
+  }
   for (int j = 0; j < count; j++) {
-    const int k = j + 1;
+    char tag[128];
+    if (mgpu_computes(ctx))
+      MGPU_CUDA(cudaMemcpy(s->h_out, s->d_snap + (size_t)j * (size_t)n, bytes, cudaMemcpyDeviceToHost));
+    snprintf(tag, sizeof tag, "%s/%d", name, j);
+    if (!mgpu_hand_over(ctx, tag, s->h_out, bytes)) continue;
     const unsigned int e = first_epoch + (unsigned int)j;
     const int iter = iter_base + (int)e;
-    const int who = (k / 3) % t->world;
-    const int ordering = roles && k % 3 == 1 && who == t->me;
-    const int stress = roles && k % 3 == 2 && who == t->me && t->world > 1;
-    if (ordering) mgpu_delay(s->stream, kDelayNs);
-    k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
-    AR_KERNEL();
-    AR_CUDA(cudaMemsetAsync(out->ptr, 0xFF, sizeof(float) * (size_t)n, s->stream));
-    if (stress) ar_hog(s);
-    learner_call(v, (float *)out->ptr, n, e, s->stream);
-    ar_expect_no_pending_error();
-    k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, ar_marker(e));
-    AR_KERNEL();
-    ar_keys keys;
-    memset(&keys, 0, sizeof keys);
-    keys.world = t->world;
-    keys.has_prev = j >= 1;
-    keys.has_prev2 = j >= 2;
-    keys.has_next = j + 1 < count;
-    keys.marker_now = ar_marker(e);
-    keys.marker_before = ar_marker(e - 1);
-    for (int m = 0; m < t->world; m++) {
-      keys.cur[m] = mgpu_exact_key(ctx->seed, t->member[m], iter);
-      keys.prev[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 1);
-      keys.prev2[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 2);
-      keys.next[m] = mgpu_exact_key(ctx->seed, t->member[m], iter + 1);
-    }
-    k_compare<<<ar_grid(n), 256, 0, s->stream>>>((const float *)out->ptr, n, keys, s->d_stats + j);
-    AR_KERNEL();
-  }
-  ar_wait(s, t, n);
-  AR_CUDA(cudaStreamSynchronize(s->hog_stream));
-  AR_CUDA(cudaMemcpy(s->h_stats, s->d_stats, sizeof(ar_stats) * (size_t)count, cudaMemcpyDeviceToHost));
-  g_ar_last = *t;
-  g_ar_team = NULL;
-  for (int j = 0; j < count; j++) {
-    const ar_stats *st = &s->h_stats[j];
-    a->epochs++;
-    a->r.checked += n;
-    a->r.bad += (long long)st->bad;
-    a->r.unwritten += (long long)st->unwritten;
-    if (st->bad + st->unwritten == 0) continue;
-    a->bad_epochs++;
-    if (a->first_epoch) continue;
-    a->first_epoch = first_epoch + (unsigned int)j;
-    a->first_iter = iter_base + (int)a->first_epoch;
-    a->first = *st;
-    /* The samples of the first wrong epoch, by index, with the sums they should have been. */
-    ar_sample sm[8];
-    const int ns = st->nsample < 8 ? (int)st->nsample : 8;
-    memcpy(sm, st->sample, sizeof(ar_sample) * (size_t)ns);
-    for (int x = 1; x < ns; x++)
-      for (int y = x; y > 0 && sm[y].i < sm[y - 1].i; y--) {
-        ar_sample tmp = sm[y];
-        sm[y] = sm[y - 1];
-        sm[y - 1] = tmp;
-      }
-    a->nsamples = ns;
-    memcpy(a->samples, sm, sizeof sm);
-    a->r.nfirst = 0;
-    for (int x = 0; x < ns; x++) {
-      mgpu_mismatch *mm = &a->r.first[a->r.nfirst++];
-      float want = 0.0f;
-      for (int m = 0; m < t->world; m++) want += mgpu_exact_value(ctx->seed, t->member[m], a->first_iter, sm[x].i);
-      mm->i = sm[x].i;
-      ar_fmt_float(mm->got, sizeof mm->got, sm[x].got);
-      snprintf(mm->want, sizeof mm->want, "%.9g", want);
-    }
+    const ar_keys keys = ar_keys_for(ctx, t, iter, e, j, count);
+    ar_stats st;
+    ar_compare_host(s->h_out, n, &keys, a->first_epoch == 0, &st);
+    ar_tally_epoch(ctx, t, n, first_epoch, j, iter_base, &st, a);
   }
 }
 
@@ -831,26 +869,45 @@ static void ar_explain(const mgpu_ctx *ctx, const ar_team *t, long long n, ar_ta
 
 /* ---- the correctness sessions ------------------------------------------------------------------ */
 
+/* The record's name: "<case>" for the full team, "<case>@<layout>" for the others. */
+static void ar_case_name(char *dst, size_t len, const mgpu_case *c, const char *layout) {
+  if (strcmp(layout, "all") == 0)
+    snprintf(dst, len, "%s", c->name);
+  else
+    snprintf(dst, len, "%s@%s", c->name, layout);
+}
+
+/* One (case, layout). Hand-overs: "<name>/<j>" per epoch (ar_run_epochs), then "<name>/guards". */
 static void ar_run_case(ar_state *s, const mgpu_case *c, const char *layout) {
+  mgpu_ctx *ctx = s->ctx;
   const long long n = c->n;
-  ar_team t = ar_make_team(s->ctx, layout);
-  ar_begin_session(s, &t, n);
-  const ar_view v = ar_view_for(s, &t);
-  mgpu_buf out = mgpu_alloc(sizeof(float) * (size_t)n, s->ctx->device);
+  const ar_team t = ar_make_team(ctx, layout);
+  char name[96], tag[128];
+  ar_case_name(name, sizeof name, c, layout);
+  ar_view v;
+  mgpu_buf out;
+  memset(&v, 0, sizeof v);
+  memset(&out, 0, sizeof out);
+  if (mgpu_computes(ctx)) {
+    ar_begin_session(s, &t, n);
+    v = ar_view_for(s, &t);
+    out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+  }
   ar_tally a;
   ar_tally_init(&a, n);
   const int sess = ++s->sessions;
-  ar_run_epochs(s, &t, &v, &out, n, 1, epochs_for(n), sess * 1000, 1, &a);
-  a.r.n = n;
-  a.r.guard_hits = mgpu_guard_hits(&out);
-  ar_explain(s->ctx, &t, n, &a);
-  char name[96];
-  if (strcmp(layout, "all") == 0)
-    snprintf(name, sizeof name, "%s", c->name);
-  else
-    snprintf(name, sizeof name, "%s@%s", c->name, layout);
-  mgpu_record_case(name, &a.r, 0);
-  mgpu_free(&out);
+  ar_run_epochs(s, &t, &v, &out, n, 1, epochs_for(n), sess * 1000, 1, &a, name);
+  long long hits = 0;
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(&out);
+  snprintf(tag, sizeof tag, "%s/guards", name);
+  mgpu_hand_over(ctx, tag, &hits, sizeof hits);
+  if (mgpu_verifies(ctx)) {
+    a.r.n = n;
+    a.r.guard_hits = hits;
+    ar_explain(ctx, &t, n, &a);
+    mgpu_record_case(name, &a.r, 0);
+  }
+  if (mgpu_computes(ctx)) mgpu_free(&out);
 }
 
 /* ---- timing ------------------------------------------------------------------------------------ */
@@ -896,56 +953,73 @@ static void ar_require_distinct_gpus(mgpu_ctx *ctx) {
   }
 }
 
+/* One perf case (rank: timed, then kAfterTimingEpochs more epochs checked). Hand-overs:
+ * "after-timing/<case>/epoch" (the last epoch the timed calls used), the epochs'
+ * "after-timing/<case>/<j>", then "after-timing/<case>/guards". The verifier adds them to *after. */
 static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tally *after) {
   mgpu_ctx *ctx = s->ctx;
   const long long n = c->n;
-  ar_team t = ar_make_team(ctx, "all");
-  ar_begin_session(s, &t, n);
-  mgpu_buf out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+  const ar_team t = ar_make_team(ctx, "all");
   const int sess = ++s->sessions;
-  mgpu_fill_exact_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, sess * 1000, s->stream);
-  MGPU_CUDA(cudaStreamSynchronize(s->stream));
-  mgpu_barrier(ctx, "m6-perf-filled");
-
+  char name[96], tag[128];
+  snprintf(name, sizeof name, "after-timing/%s", c->name);
   ar_perf p;
   memset(&p, 0, sizeof p);
-  p.s = s;
-  p.v = ar_view_for(s, &t);
-  p.out = (float *)out.ptr;
-  p.in = ar_in(s, ctx->rank);
-  p.n = n;
-  p.comm = comm;
-  mgpu_timing tm;
-  memset(&tm, 0, sizeof tm);
-  tm.case_name = c->name;
-  tm.bytes = (double)n * sizeof(float);
-  tm.factor = 1.0;
-  tm.metric = "time";
-  mgpu_time_pair(ctx, &tm, op_yours, &p, op_nccl, &p, s->stream);
-  ar_wait(s, &t, n);
-  MGPU_CUDA(cudaDeviceSynchronize());
-  mgpu_barrier(ctx, "m6-perf-timed");
+  mgpu_buf out;
+  memset(&out, 0, sizeof out);
+  if (mgpu_computes(ctx)) {
+    ar_begin_session(s, &t, n);
+    out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+    mgpu_fill_exact_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, sess * 1000, s->stream);
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
+    mgpu_barrier(ctx, "m6-perf-filled");
 
-  /* New data over the timed buffers, the epoch count going on from the timed calls. */
-  k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, ctx->rank), n, ar_marker(p.epoch));
-  MGPU_KERNEL();
-  MGPU_CUDA(cudaStreamSynchronize(s->stream));
-  mgpu_barrier(ctx, "m6-perf-after");
+    p.s = s;
+    p.v = ar_view_for(s, &t);
+    p.out = (float *)out.ptr;
+    p.in = ar_in(s, ctx->rank);
+    p.n = n;
+    p.comm = comm;
+    mgpu_timing tm;
+    memset(&tm, 0, sizeof tm);
+    tm.case_name = c->name;
+    tm.bytes = (double)n * sizeof(float);
+    tm.factor = 1.0;
+    tm.metric = "time";
+    mgpu_time_pair(ctx, &tm, op_yours, &p, op_nccl, &p, s->stream);
+    ar_wait(s, &t, n);
+    MGPU_CUDA(cudaDeviceSynchronize());
+    mgpu_barrier(ctx, "m6-perf-timed");
+
+    /* New data over the timed buffers, the epoch count going on from the timed calls. */
+    k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, ctx->rank), n, ar_marker(p.epoch));
+    MGPU_KERNEL();
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
+    mgpu_barrier(ctx, "m6-perf-after");
+  }
+  snprintf(tag, sizeof tag, "%s/epoch", name);
+  mgpu_hand_over(ctx, tag, &p.epoch, sizeof p.epoch);
   ar_tally a;
   ar_tally_init(&a, n);
-  ar_run_epochs(s, &t, &p.v, &out, n, p.epoch + 1, kAfterTimingEpochs, sess * 1000 + 500, 0, &a);
-  a.r.guard_hits = mgpu_guard_hits(&out);
-  after->r.checked += a.r.checked;
-  after->r.bad += a.r.bad;
-  after->r.unwritten += a.r.unwritten;
-  after->r.guard_hits += a.r.guard_hits;
-  if (!after->r.msg[0] && (a.r.bad || a.r.unwritten || a.r.guard_hits)) {
-    ar_explain(ctx, &t, n, &a);
-    after->r.nfirst = a.r.nfirst;
-    memcpy(after->r.first, a.r.first, sizeof a.r.first);
-    snprintf(after->r.msg, sizeof after->r.msg, "after timing %s (epochs %u..): %.400s", c->name, p.epoch + 1, a.r.msg);
+  ar_run_epochs(s, &t, &p.v, &out, n, p.epoch + 1, kAfterTimingEpochs, sess * 1000 + 500, 0, &a, name);
+  long long hits = 0;
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(&out);
+  snprintf(tag, sizeof tag, "%s/guards", name);
+  mgpu_hand_over(ctx, tag, &hits, sizeof hits);
+  if (mgpu_verifies(ctx)) {
+    a.r.guard_hits = hits;
+    after->r.checked += a.r.checked;
+    after->r.bad += a.r.bad;
+    after->r.unwritten += a.r.unwritten;
+    after->r.guard_hits += a.r.guard_hits;
+    if (!after->r.msg[0] && (a.r.bad || a.r.unwritten || a.r.guard_hits)) {
+      ar_explain(ctx, &t, n, &a);
+      after->r.nfirst = a.r.nfirst;
+      memcpy(after->r.first, a.r.first, sizeof a.r.first);
+      snprintf(after->r.msg, sizeof after->r.msg, "after timing %s (epochs %u..): %.400s", c->name, p.epoch + 1, a.r.msg);
+    }
   }
-  mgpu_free(&out);
+  if (mgpu_computes(ctx)) mgpu_free(&out);
 }
 
 /* ---- main ---------------------------------------------------------------------------------------- */
@@ -971,12 +1045,25 @@ static void ar_check_exact_copy(const mgpu_ctx *ctx, cudaStream_t stream) {
   free(h);
 }
 
+/* The verifier's twin of ar_check_exact_copy: it compares on the CPU with ar_exact too. */
+static void ar_check_exact_host(const mgpu_ctx *ctx) {
+  for (int it = 0; it < 2; it++) {
+    const uint64_t key = mgpu_exact_key(ctx->seed, ctx->rank, 77 + it);
+    for (int i = 0; i < 4096; i++)
+      if (ar_exact(key, i) != mgpu_exact_value_k(key, i))
+        mgpu_fail("driver", "ar_exact", __FILE__, __LINE__, 0,
+                  "the driver's copy of the harness's exact-value function differs from mgpu_exact_value_k on the host: "
+                  "update ar_exact in allreduce_bench.cuh");
+  }
+}
+
 static size_t ar_align(size_t x) { return (x + 4095) / 4096 * 4096; }
 
 /* What every module-6 all-reduce driver does first, after mgpu_init: refuses more ranks than the
- * symmetric buffers hold, then makes the streams, checks the exact-data copy, allocates the
- * symmetric block (input, scratch and flags for max_n floats; `name` labels it) and the decoy,
- * and sizes the hog. */
+ * symmetric buffers hold (the verifier too: teams have at most AR_MAX_RANKS members); then, in the
+ * rank, makes the streams, checks the exact-data copy, allocates the symmetric block (input,
+ * scratch and flags for max_n floats; `name` labels it) and the decoy, and sizes the hog. The
+ * verifier, which has no GPU, checks its host copy of the exact values only. */
 static void ar_setup(ar_state *s, mgpu_ctx *ctx, long long max_n, const char *name) {
   if (ctx->world > AR_MAX_RANKS) {
     char msg[120];
@@ -986,12 +1073,16 @@ static void ar_setup(ar_state *s, mgpu_ctx *ctx, long long max_n, const char *na
   }
   memset(s, 0, sizeof *s);
   s->ctx = ctx;
+  s->max_n = max_n < 1 ? 1 : max_n;
+  if (!mgpu_computes(ctx)) {
+    ar_check_exact_host(ctx);
+    return;
+  }
   MGPU_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   MGPU_CUDA(cudaStreamCreateWithFlags(&s->hog_stream, cudaStreamNonBlocking));
   MGPU_CUDA(cudaEventCreateWithFlags(&s->hog_ev, cudaEventDisableTiming));
   ar_check_exact_copy(ctx, s->stream);
 
-  s->max_n = max_n < 1 ? 1 : max_n;
   s->scratch_floats = 2LL * ctx->world * s->max_n;
   s->in_off = 0;
   s->scratch_off = ar_align(sizeof(float) * (size_t)s->max_n);
@@ -1029,8 +1120,33 @@ static ncclComm_t ar_baseline_comm(mgpu_ctx *ctx) {
   return comm;
 }
 
-/* Undoes ar_setup once the GPU is idle. */
+/* ar_run_epochs' buffers: in the rank, snap_floats floats of snapshots on the GPU and a pinned
+ * host buffer of max_n floats; in the verifier, the host buffer only. */
+static void ar_alloc_outputs(ar_state *s, long long snap_floats) {
+  const size_t bytes = sizeof(float) * (size_t)s->max_n;
+  s->snap_floats = snap_floats;
+  if (mgpu_computes(s->ctx)) {
+    MGPU_CUDA(cudaMalloc((void **)&s->d_snap, sizeof(float) * (size_t)snap_floats));
+    MGPU_CUDA(cudaMallocHost((void **)&s->h_out, bytes));
+  } else {
+    s->h_out = (float *)malloc(bytes);
+    if (!s->h_out) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
+}
+
+static void ar_free_outputs(ar_state *s) {
+  if (mgpu_computes(s->ctx)) {
+    MGPU_CUDA(cudaFree(s->d_snap));
+    MGPU_CUDA(cudaFreeHost(s->h_out));
+  } else {
+    free(s->h_out);
+  }
+  s->d_snap = s->h_out = NULL;
+}
+
+/* Undoes ar_setup once the GPU is idle (nothing to undo in the verifier). */
 static void ar_teardown(ar_state *s) {
+  if (!mgpu_computes(s->ctx)) return;
   MGPU_CUDA(cudaDeviceSynchronize());
   mgpu_symm_free(s->ctx, &s->symm);
   MGPU_CUDA(cudaFree(s->decoy));
@@ -1043,18 +1159,23 @@ static void ar_teardown(ar_state *s) {
 static int ar_main(int argc, char **argv) {
   mgpu_ctx ctx;
   mgpu_init(&ctx, argc, argv);
-  /* The sizes of this run decide the buffers. */
-  long long max_n = 1;
-  for (int k = 0; k < ctx.ncases; k++)
-    if (ctx.cases[k].n > max_n) max_n = ctx.cases[k].n;
+  /* The sizes of this run decide the buffers: the largest n, and the most floats of snapshots
+   * one session takes (its epochs times n). */
+  long long max_n = 1, snap = 1;
+  for (int k = 0; k < ctx.ncases; k++) {
+    const long long n = ctx.cases[k].n, e = epochs_for(n) < kMaxEpochs ? epochs_for(n) : kMaxEpochs;
+    if (n > max_n) max_n = n;
+    if (e * n > snap) snap = e * n;
+  }
   if (ctx.perf)
-    for (int k = 0; k < ctx.nperf_cases; k++)
-      if (ctx.perf_cases[k].n > max_n) max_n = ctx.perf_cases[k].n;
+    for (int k = 0; k < ctx.nperf_cases; k++) {
+      const long long n = ctx.perf_cases[k].n;
+      if (n > max_n) max_n = n;
+      if (kAfterTimingEpochs * n > snap) snap = kAfterTimingEpochs * n;
+    }
   ar_state s;
   ar_setup(&s, &ctx, max_n, "module6-ar");
-  MGPU_CUDA(cudaMalloc((void **)&s.d_stats, sizeof(ar_stats) * kMaxEpochs));
-  s.h_stats = (ar_stats *)malloc(sizeof(ar_stats) * kMaxEpochs);
-  if (!s.h_stats) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  ar_alloc_outputs(&s, snap);
 
   const char *layouts[3];
   const int nlayouts = ar_layouts(&ctx, layouts);
@@ -1062,18 +1183,20 @@ static int ar_main(int argc, char **argv) {
     for (int l = 0; l < nlayouts; l++) ar_run_case(&s, &ctx.cases[k], layouts[l]);
 
   if (ctx.perf && ctx.nperf_cases > 0) {
-    ncclComm_t comm = ar_baseline_comm(&ctx);
+    ncclComm_t comm = NULL;
+    if (mgpu_computes(&ctx)) comm = ar_baseline_comm(&ctx);
     ar_tally after;
     ar_tally_init(&after, 0);
     for (int k = 0; k < ctx.nperf_cases; k++) ar_run_perf(&s, &ctx.perf_cases[k], comm, &after);
-    mgpu_record_case("after-timing", &after.r, 0);
-    MGPU_CUDA(cudaDeviceSynchronize());
-    MGPU_NCCL(ncclCommDestroy(comm));
+    if (mgpu_verifies(&ctx)) mgpu_record_case("after-timing", &after.r, 0);
+    if (mgpu_computes(&ctx)) {
+      MGPU_CUDA(cudaDeviceSynchronize());
+      MGPU_NCCL(ncclCommDestroy(comm));
+    }
   }
 
   ar_teardown(&s);
-  MGPU_CUDA(cudaFree(s.d_stats));
-  free(s.h_stats);
+  ar_free_outputs(&s);
   return mgpu_finish(&ctx);
 }
 
