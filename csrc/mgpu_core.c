@@ -1103,38 +1103,32 @@ static uint64_t mix64(uint64_t x) {
   return z ^ (z >> 31);
 }
 
-/* In a split rank the checker sent h of its own rank (rank_seed) and of the patterns
- * (pattern_seed) instead of the seed, so the values are the same as everywhere else. */
-uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter) {
-  uint64_t h;
+/* The per-rank hash of a rank's data, mix(mix(seed ^ "exact") ^ rank). In a split rank the
+ * checker sent it for the rank's own rank (rank_seed) instead of the seed, so the values are the
+ * same as everywhere else; asking for another rank's there fails the driver with `why`. */
+static uint64_t rank_hash(uint64_t seed, int rank, const char *call, const char *why) {
   if (g.split && !g.verifier) {
-    if (rank != g.rank)
-      mgpu_fail("driver", "mgpu_exact_key", __FILE__, __LINE__, 0,
-                "a rank whose outputs a verifier checks knows its own inputs only: the other "
-                "ranks' inputs (and the expected values made of them) belong behind "
-                "mgpu_verifies()");
-    return mix64(g.rank_seed ^ (uint64_t)(uint32_t)iter);
+    if (rank != g.rank) mgpu_fail("driver", call, __FILE__, __LINE__, 0, why);
+    return g.rank_seed;
   }
-  h = mix64(seed ^ 0x6578616374000000ULL); /* "exact" */
-  h = mix64(h ^ (uint64_t)(uint32_t)rank);
+  return mix64(mix64(seed ^ 0x6578616374000000ULL) ^ (uint64_t)(uint32_t)rank); /* "exact" */
+}
+
+uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter) {
+  uint64_t h = rank_hash(seed, rank, "mgpu_exact_key",
+                         "a rank whose outputs a verifier checks knows its own inputs only: the "
+                         "other ranks' inputs (and the expected values made of them) belong "
+                         "behind mgpu_verifies()");
   return mix64(h ^ (uint64_t)(uint32_t)iter);
 }
 
-/* A rank's own byte patterns: derived from the same per-rank hash as its exact inputs, so a
- * split rank (which holds that hash, not the seed) can make its own and no other rank's. */
+/* A rank's own byte patterns: from the same per-rank hash as its exact inputs, so a split rank
+ * can make its own and no other rank's. */
 uint64_t mgpu_rank_pattern_key(uint64_t seed, int rank, int iter) {
-  uint64_t h;
-  if (g.split && !g.verifier) {
-    if (rank != g.rank)
-      mgpu_fail("driver", "mgpu_rank_pattern_key", __FILE__, __LINE__, 0,
-                "a rank whose outputs a verifier checks knows its own patterns only: another "
-                "rank's bytes (and the expected values made of them) belong behind "
-                "mgpu_verifies()");
-    h = g.rank_seed;
-  } else {
-    h = mix64(seed ^ 0x6578616374000000ULL); /* "exact" */
-    h = mix64(h ^ (uint64_t)(uint32_t)rank);
-  }
+  uint64_t h = rank_hash(seed, rank, "mgpu_rank_pattern_key",
+                         "a rank whose outputs a verifier checks knows its own patterns only: "
+                         "another rank's bytes (and the expected values made of them) belong "
+                         "behind mgpu_verifies()");
   h = mix64(h ^ 0x7270617474000000ULL); /* "rpatt" */
   return mix64(h ^ (uint64_t)(uint32_t)iter);
 }
