@@ -239,7 +239,7 @@ func (k *check) runOnce(ctx context.Context, prog *program, nranks, n int) *runR
 		vs = nil
 		if split {
 			var err error
-			if vs, err = k.startVerifiers(prog, nranks, dir, spec.Env, srv); err != nil {
+			if vs, err = k.startVerifiers(ctx, prog, &spec, nranks, dir, srv); err != nil {
 				srv.finish(0)
 				k.fail(StageRun, FaultRunner, "cannot start the verifiers", err.Error())
 				return false
@@ -553,6 +553,9 @@ func (k *check) checkRun(rr *runResult) bool {
 	}
 	if rr.n > 1 {
 		detail = fmt.Sprintf("%d runs of %d rank(s)", rr.n, len(sum.Ranks))
+	}
+	if rr.verifiers != nil && rr.verifiers.Warm > 0 {
+		detail += fmt.Sprintf("; %d verifier(s) from a warm interpreter", rr.verifiers.Warm)
 	}
 	k.done(StageRun, StatusOK, detail)
 	return true

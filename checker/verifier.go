@@ -2,6 +2,7 @@ package checker
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,21 +28,22 @@ const verifierGrace = 60 * time.Second
 
 // verifiers are the verifier processes of one run.
 type verifiers struct {
-	cmds  []*exec.Cmd
+	pids  []int // each leads its own process group
 	logs  []string
-	waits []chan error
+	waits []<-chan int // its exit status once it ended (-1: killed or lost)
+	// Warm counts the verifiers forked from the warm pool (Python, docs/runtime.md).
+	Warm int
 	// Exit is each verifier's exit status (-1: killed or not started) once wait returned.
 	Exit []int
 }
 
 // startVerifiers starts one verifier per rank, each in its own process group, and names them
-// to the records server.
-func (k *check) startVerifiers(prog *program, nranks int, dir string, env []string, srv *recordServer) (*verifiers, error) {
+// to the records server. A Python verifier is forked from the zygote the ranks of spec come
+// from when the check has a warm pool (launch.ForkSide), else started cold like a C one.
+func (k *check) startVerifiers(ctx context.Context, prog *program, spec *launch.Spec, nranks int, dir string, srv *recordServer) (*verifiers, error) {
 	v := &verifiers{Exit: make([]int, nranks)}
 	for r := 0; r < nranks; r++ {
-		cmd := exec.Command(prog.verifier[0], prog.verifier[1:]...)
-		cmd.Dir = dir
-		extra := append(slices.Clone(env),
+		extra := append(slices.Clone(spec.Env),
 			"MGPU_ROLE=verifier",
 			"MGPU_RUN_DIR="+dir,
 			// Its CPU threads wait asleep, not spinning, between steps: a spinning pool beside
@@ -54,13 +56,25 @@ func (k *check) startVerifiers(prog *program, nranks int, dir string, env []stri
 			// for it to catch up before it times anything (docs/protocol.md §4).
 			extra = append(extra, "CUDA_VISIBLE_DEVICES=")
 		}
-		cmd.Env = launch.SideEnv(append(extra, prog.verifierEnv...), r, nranks)
+		env := launch.SideEnv(append(extra, prog.verifierEnv...), r, nranks)
 		logPath := filepath.Join(dir, fmt.Sprintf("verifier-%d.log", r))
 		lf, err := os.Create(logPath)
 		if err != nil {
 			v.kill()
 			return nil, err
 		}
+		if k.e.Kind == "python" {
+			if pid, exit, ok := launch.ForkSide(ctx, spec, prog.verifier, env, dir, lf); ok {
+				lf.Close() // the verifier has its own copy
+				srv.allowVerifier(r, pid)
+				v.pids, v.logs, v.waits = append(v.pids, pid), append(v.logs, logPath), append(v.waits, exit)
+				v.Warm++
+				continue
+			}
+		}
+		cmd := exec.Command(prog.verifier[0], prog.verifier[1:]...)
+		cmd.Dir = dir
+		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = lf, lf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
@@ -69,11 +83,9 @@ func (k *check) startVerifiers(prog *program, nranks int, dir string, env []stri
 			return nil, fmt.Errorf("cannot start rank %d's verifier: %w", r, err)
 		}
 		srv.allowVerifier(r, cmd.Process.Pid)
-		ch := make(chan error, 1)
-		go func() { ch <- cmd.Wait(); lf.Close() }()
-		v.cmds = append(v.cmds, cmd)
-		v.logs = append(v.logs, logPath)
-		v.waits = append(v.waits, ch)
+		ch := make(chan int, 1)
+		go func() { err := cmd.Wait(); lf.Close(); ch <- exitStatus(err) }()
+		v.pids, v.logs, v.waits = append(v.pids, cmd.Process.Pid), append(v.logs, logPath), append(v.waits, ch)
 	}
 	return v, nil
 }
@@ -83,16 +95,12 @@ func (v *verifiers) wait(grace time.Duration) {
 	deadline := time.After(grace)
 	for i, ch := range v.waits {
 		select {
-		case err := <-ch:
-			v.Exit[i] = exitStatus(err)
+		case v.Exit[i] = <-ch:
 			continue
 		case <-deadline:
 		}
-		syscall.Kill(-v.cmds[i].Process.Pid, syscall.SIGKILL)
-		<-ch
-		v.Exit[i] = -1
-		for j := i + 1; j < len(v.waits); j++ {
-			syscall.Kill(-v.cmds[j].Process.Pid, syscall.SIGKILL)
+		for j := i; j < len(v.waits); j++ {
+			syscall.Kill(-v.pids[j], syscall.SIGKILL)
 			<-v.waits[j]
 			v.Exit[j] = -1
 		}
@@ -102,8 +110,8 @@ func (v *verifiers) wait(grace time.Duration) {
 
 // kill ends every started verifier at once (a run that could not start).
 func (v *verifiers) kill() {
-	for i, c := range v.cmds {
-		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	for i, pid := range v.pids {
+		syscall.Kill(-pid, syscall.SIGKILL)
 		<-v.waits[i]
 	}
 }

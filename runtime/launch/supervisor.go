@@ -157,22 +157,11 @@ func normalize(s *Spec) error {
 	return nil
 }
 
-// start builds the environments and starts the processes.
-func (j *job) start(ctx context.Context) error {
-	s := &j.spec
-	port, err := freePort()
-	if err != nil {
-		return fmt.Errorf("launch: finding a free port: %w", err)
-	}
-	j.sinks = make([]*sink, s.Ranks)
-	for r := range j.sinks {
-		j.sinks[r] = newSink(r, s.TailBytes, s.Output)
-	}
-	j.exits = make(chan exitEvent, s.Ranks+1)
-
+// rankBase is the environment every rank of s starts from, before the run's directories and
+// its own rank variables, and the names of the spec's variables (jobVars).
+func rankBase(s *Spec, wrapped bool) (*environ, []string) {
 	base := newEnviron(os.Environ())
 	jobVars := []string{"MGPU_RUN_DIR", "MGPU_RDZV_DIR"}
-	wrapped := s.Launcher == MPIRun || s.Launcher == Torchrun && s.UseTorchrun || s.Launcher == Srun
 	if wrapped {
 		for _, k := range rankVars {
 			base.unset(k)
@@ -194,6 +183,24 @@ func (j *job) start(ctx context.Context) error {
 	if !wrapped && s.Ranks > 1 && base.get("OMP_NUM_THREADS") == "" {
 		base.set("OMP_NUM_THREADS", "1")
 	}
+	return base, jobVars
+}
+
+// start builds the environments and starts the processes.
+func (j *job) start(ctx context.Context) error {
+	s := &j.spec
+	port, err := freePort()
+	if err != nil {
+		return fmt.Errorf("launch: finding a free port: %w", err)
+	}
+	j.sinks = make([]*sink, s.Ranks)
+	for r := range j.sinks {
+		j.sinks[r] = newSink(r, s.TailBytes, s.Output)
+	}
+	j.exits = make(chan exitEvent, s.Ranks+1)
+
+	wrapped := s.Launcher == MPIRun || s.Launcher == Torchrun && s.UseTorchrun || s.Launcher == Srun
+	base, jobVars := rankBase(s, wrapped)
 	base.set("MGPU_RUN_DIR", s.RunDir)
 	base.set("MGPU_RDZV_DIR", j.rdzv)
 	base.force()

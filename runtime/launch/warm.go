@@ -823,6 +823,54 @@ func (z *zygote) fork(argv, env []string, dir string, out *os.File) (int, <-chan
 	return r.pid, r.exit, nil
 }
 
+// ForkSide starts a course-owned Python program that runs beside the ranks of s, such as a
+// verifier (docs/protocol.md §4), from the warm pool in ctx: from the zygote the ranks of s
+// are forked from, so one zygote serves both and neither retires the other. argv is the
+// program (an interpreter and a script), env its whole environment (SideEnv), out its stdout
+// and stderr (the caller closes its copy). The process leads its own process group; exit
+// delivers its exit status once it ended (-1: killed or lost). ok is false when ctx has no
+// pool, s's ranks could not be warm, or the zygote could not fork: the caller starts the
+// program cold. The zygote imported torch with the ranks' settings: every variable of the
+// ranks' environment that env lacks is added, so the program sees the settings its torch
+// was imported with (one OpenMP thread per rank, for one).
+func ForkSide(ctx context.Context, s *Spec, argv, env []string, dir string, out *os.File) (pid int, exit <-chan int, ok bool) {
+	pool := warmFrom(ctx)
+	if pool == nil || !warmEligible(s) || len(argv) < 2 || argv[0] != s.Argv[0] {
+		return 0, nil, false
+	}
+	base, _ := rankBase(s, false)
+	base.force() // as job.start does before it asks for the ranks' zygote
+	key := zygoteEnv(base)
+	child := newEnviron(env)
+	for _, kv := range key {
+		if k, v, ok := cutEnv(kv); ok && child.get(k) == "" {
+			child.set(k, v)
+		}
+	}
+	z := pool.acquire(ctx, s.Argv[0], key)
+	if z == nil {
+		return 0, nil, false
+	}
+	pid, rep, err := z.fork(argv, child.list(), dir, out)
+	if err != nil {
+		if !errors.Is(err, errTooBig) {
+			pool.broke(z, err.Error())
+		}
+		return 0, nil, false
+	}
+	pool.forked(z)
+	ch := make(chan int, 1)
+	go func() {
+		r := <-rep
+		code := -1
+		if !r.lost && r.ws.Exited() {
+			code = r.ws.ExitStatus()
+		}
+		ch <- code
+	}()
+	return pid, ch, true
+}
+
 // forkRank starts rank r from the zygote, with its output on a fresh pipe like spawn.
 func (j *job) forkRank(z *zygote, rank int, env []string, sk *sink) error {
 	dir := j.spec.Dir

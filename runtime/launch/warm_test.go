@@ -466,3 +466,75 @@ func TestWarmEligibleAndZygoteEnv(t *testing.T) {
 		t.Errorf("zygoteEnv = %v, want %v", got, want)
 	}
 }
+
+// A side process (a verifier) forked for a launch comes from the zygote its ranks come from:
+// the launch after it finds that zygote, not a new one. It leads its own process group, gets
+// its own environment (PYTHONPATH and all) plus what the ranks' zygote was started with, and
+// its exit status comes back.
+func TestForkSideSharesTheRanksZygote(t *testing.T) {
+	t.Parallel()
+	py := testPython(t)
+	pool := testPool(t)
+	drv := pyDriver(t, describe+"import sys\nsys.exit(3)\n")
+	lib := t.TempDir()
+	s := Spec{Launcher: Local, Ranks: 2, Argv: []string{py, drv}, Dir: t.TempDir(), RunDir: t.TempDir(),
+		Env: []string{"MGPU_RECORDS=x", "SPEC_VAR=1"}, Timeout: 60 * time.Second}
+	ctx := WithWarm(context.Background(), pool)
+
+	out, err := os.Create(filepath.Join(t.TempDir(), "side.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := SideEnv([]string{"MGPU_ROLE=verifier", "PYTHONPATH=" + lib}, 0, 2)
+	pid, exit, ok := ForkSide(ctx, &s, s.Argv, env, s.Dir, out)
+	out.Close()
+	if !ok {
+		t.Fatalf("ForkSide did not fork (pool: %+v)", pool.Stats())
+	}
+	zpid := pool.Stats().PID
+	select {
+	case code := <-exit:
+		if code != 3 {
+			t.Errorf("exit %d, want 3", code)
+		}
+	case <-time.After(30 * time.Second):
+		syscall.Kill(-pid, syscall.SIGKILL)
+		t.Fatal("the side process did not end")
+	}
+	b, err := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := describeOf(t, string(b))
+	if d.PID != pid || !d.PGID {
+		t.Errorf("pid %d (ForkSide said %d), leads its group: %v", d.PID, pid, d.PGID)
+	}
+	if d.Env["MGPU_ROLE"] != "verifier" || d.Env["SPEC_VAR"] != "1" || d.Env["MGPU_RANK"] != "0" {
+		t.Errorf("side environment lost its own variables: %v", d.Env)
+	}
+	// The ranks' zygote was started with one OpenMP thread per rank (2 ranks) and unbuffered
+	// output: torch was imported so, and the side process says so too.
+	if d.Env["OMP_NUM_THREADS"] != "1" || d.Env["PYTHONUNBUFFERED"] != "1" {
+		t.Errorf("side process lacks the zygote's settings: OMP_NUM_THREADS=%q PYTHONUNBUFFERED=%q",
+			d.Env["OMP_NUM_THREADS"], d.Env["PYTHONUNBUFFERED"])
+	}
+	if !slices.Contains(d.Path, lib) {
+		t.Errorf("PYTHONPATH %s not on sys.path %v", lib, d.Path)
+	}
+
+	res := warmLaunch(t, pool, s)
+	if res.Warm != 2 {
+		t.Fatalf("ranks after the side process: %d warm of 2", res.Warm)
+	}
+	if got := pool.Stats().PID; got != zpid {
+		t.Errorf("the ranks came from zygote %d, the side process from %d: one should serve both", got, zpid)
+	}
+
+	// Without a pool, or for a program the ranks are not, ForkSide declines.
+	if _, _, ok := ForkSide(context.Background(), &s, s.Argv, env, s.Dir, os.Stderr); ok {
+		t.Error("ForkSide forked without a pool")
+	}
+	if _, _, ok := ForkSide(ctx, &s, []string{"/bin/true", drv}, env, s.Dir, os.Stderr); ok {
+		t.Error("ForkSide forked another interpreter than the ranks'")
+	}
+}
