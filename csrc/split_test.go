@@ -103,6 +103,18 @@ func startFakeSplitChecker(t *testing.T, seed uint64, rank int, py bool) *fakeSp
 	return f
 }
 
+// joined is every record the rank sent, one JSON line each, and the last of them.
+func (f *fakeSplitChecker) joined() (string, map[string]any) {
+	var all []string
+	var last map[string]any
+	for _, r := range f.records {
+		b, _ := json.Marshal(r)
+		all = append(all, string(b))
+		last = r
+	}
+	return strings.Join(all, "\n"), last
+}
+
 func (f *fakeSplitChecker) stop() {
 	f.ln.Close()
 	f.wg.Wait()
@@ -116,14 +128,7 @@ func checkSplitRank(t *testing.T, f *fakeSplitChecker, seed uint64, code int, wa
 	if code != 1 {
 		t.Errorf("exit %d, want 1 (the other rank's inputs must be refused)", code)
 	}
-	var all []string
-	var last map[string]any
-	for _, r := range f.records {
-		b, _ := json.Marshal(r)
-		all = append(all, string(b))
-		last = r
-	}
-	joined := strings.Join(all, "\n")
+	joined, last := f.joined()
 	for _, w := range want {
 		if !strings.Contains(joined, w) {
 			t.Errorf("records lack %q:\n%s", w, joined)
@@ -180,17 +185,11 @@ func TestSplitRankCPatterns(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit %v, want 1 (another rank's pattern must be refused)", err)
 	}
-	var joined []string
-	var last map[string]any
-	for _, r := range f.records {
-		b, _ := json.Marshal(r)
-		joined = append(joined, string(b))
-		last = r
+	joined, last := f.joined()
+	if want := fmt.Sprintf("ownpat=%d", rankPatternByte(seed, rank, 3, 5)); !strings.Contains(joined, want) {
+		t.Errorf("records lack %q:\n%s", want, joined)
 	}
-	if want := fmt.Sprintf("ownpat=%d", rankPatternByte(seed, rank, 3, 5)); !strings.Contains(strings.Join(joined, "\n"), want) {
-		t.Errorf("records lack %q:\n%s", want, strings.Join(joined, "\n"))
-	}
-	if strings.Contains(strings.Join(joined, "\n"), "otherpat=") ||
+	if strings.Contains(joined, "otherpat=") ||
 		last == nil || last["where"] != "driver" || !strings.Contains(fmt.Sprint(last["msg"]), "own patterns only") {
 		t.Errorf("another rank's pattern was not refused; last record %v", last)
 	}
