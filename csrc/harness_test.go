@@ -260,7 +260,7 @@ func TestThreeRanks(t *testing.T) {
 		for _, want := range []string{
 			fmt.Sprintf("ctx rank=%d world=3 local=%d/3 seed=%s perf=1 min=4 max=9 budget=1500", r, r, seed),
 			"case small=16", "case big=1048576", "case_n small=16 missing=-1",
-			"barriers ok", "shares ok",
+			"barriers ok", "shares ok", "pattern fill ok",
 		} {
 			if !strings.Contains(ns, want) {
 				t.Errorf("rank %d: notes lack %q:\n%s", r, want, ns)

@@ -153,6 +153,9 @@ uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter);
 float mgpu_exact_value_k(uint64_t key, long long i);
 uint64_t mgpu_pattern_key(uint64_t seed, int iter);
 uint8_t mgpu_pattern_byte_k(uint64_t key, long long i);
+/* Bytes [first, first + n) of pattern `key` into out, on the host, a word at a time:
+ * out[j] == mgpu_pattern_byte_k(key, first + j). For verifiers comparing large copies. */
+void mgpu_pattern_fill_host(void *out, size_t n, uint64_t key, long long first);
 /* A rank's own byte pattern, for data whose sender matters (what one rank sends another):
  * bytes are mgpu_pattern_byte_k(mgpu_rank_pattern_key(seed, rank, iter), i). A split rank may
  * ask for its own rank's key only (like mgpu_exact_key): the run-wide mgpu_pattern_key is

@@ -1193,6 +1193,17 @@ uint8_t mgpu_pattern_byte_k(uint64_t key, long long i) {
   return (uint8_t)(w >> (8 * (i & 7)));
 }
 
+void mgpu_pattern_fill_host(void *out, size_t n, uint64_t key, long long first) {
+  uint8_t *o = (uint8_t *)out;
+  size_t j = 0;
+  while (j < n) {
+    const long long i = first + (long long)j;
+    const uint64_t w = mix64(key ^ (uint64_t)(i >> 3));
+    int b;
+    for (b = (int)(i & 7); b < 8 && j < n; b++, j++) o[j] = (uint8_t)(w >> (8 * b));
+  }
+}
+
 float mgpu_exact_value(uint64_t seed, int rank, int iter, long long i) {
   return mgpu_exact_value_k(mgpu_exact_key(seed, rank, iter), i);
 }

@@ -83,6 +83,19 @@ int main(int argc, char **argv) {
   for (k = 0; k < 4; k++)
     mgpu_note("exact %d %d %d %.1f", ctx.rank, 2, k, mgpu_exact_value(ctx.seed, ctx.rank, 2, k));
   for (k = 0; k < 10; k++) mgpu_note("pattern 5 %d %u", k, mgpu_pattern_byte(ctx.seed, 5, k));
+  {
+    /* the host fill agrees with mgpu_pattern_byte_k from any first byte */
+    uint8_t buf[37];
+    uint64_t key = mgpu_pattern_key(ctx.seed, 5);
+    int first, j;
+    for (first = 0; first < 11; first++) {
+      mgpu_pattern_fill_host(buf, sizeof buf, key, first);
+      for (j = 0; j < (int)sizeof buf; j++)
+        if (buf[j] != mgpu_pattern_byte_k(key, first + j))
+          mgpu_fail("harness", "mgpu_pattern_fill_host", __FILE__, __LINE__, j, "differs");
+    }
+    mgpu_note("pattern fill ok");
+  }
   for (k = 0; k < 10; k++)
     mgpu_note("rpattern 5 %d %u", k,
               (unsigned)mgpu_pattern_byte_k(mgpu_rank_pattern_key(ctx.seed, ctx.rank, 5), k));

@@ -135,7 +135,7 @@ static diff check_dst(mgpu_ctx *ctx, const char *what, const mgpu_buf *dst, size
     const uint8_t *got = mgpu_computes(ctx) ? h->got + off : h->got;
     snprintf(tag, sizeof tag, "%s/dst@%zu", what, off);
     if (!mgpu_hand_over(ctx, tag, (void *)got, m)) continue;
-    for (size_t j = 0; j < m; j++) h->want[j] = mgpu_pattern_byte_k(key, (long long)(off + j));
+    mgpu_pattern_fill_host(h->want, m, key, (long long)off);
     size_t ff = 0; /* this chunk's trailing 0xFF bytes */
     while (ff < m && got[m - 1 - ff] == 0xFF) ff++;
     d.tail_ff = ff == m ? d.tail_ff + (long long)m : (long long)ff;

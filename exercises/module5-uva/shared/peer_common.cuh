@@ -67,39 +67,16 @@ typedef struct tally {
   long long bad, unwritten, old, first;
 } tally;
 
-/* The pattern's expected bytes, made on the CPU a word at a time: byte i of pattern key k is
- * byte i & 7 (little-endian) of mix(k ^ (i >> 3)), splitmix64's finalizer (docs/harness.md,
- * "Patterns"). pattern_bytes fills out[0..m) with bytes [off, off + m), off a multiple of 8. */
-static uint64_t pattern_mix(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-static void pattern_bytes(uint8_t *out, uint64_t key, size_t off, size_t m) {
-  for (size_t j = 0; j < m; j += 8) {
-    const uint64_t w = pattern_mix(key ^ (uint64_t)((off + j) >> 3));
-    for (size_t b = 0; b < 8 && j + b < m; b++) out[j + b] = (uint8_t)(w >> (8 * b));
-  }
-}
-
 /* One chunk (bytes [off, off + m) of the compared memory, in got) against the pattern `key`,
  * into t and, when r != NULL, into r. Bytes equal to the `old_key` pattern where it differs from
  * the new one are counted as old. */
 static void compare_chunk(const uint8_t *got, size_t off, size_t m, uint64_t key, uint64_t old_key, tally *t,
                           mgpu_result *r, long long index_base) {
   uint8_t want[4096];
-  /* The word-wise generator must agree with the harness's: its first word, byte by byte. */
-  pattern_bytes(want, key, off, 8);
-  for (size_t j = 0; j < 8; j++)
-    if (want[j] != mgpu_pattern_byte_k(key, (long long)(off + j)))
-      mgpu_fail("driver", "pattern_bytes", __FILE__, __LINE__, 0,
-                "the driver's pattern bytes differ from mgpu_pattern_byte_k: the harness's pattern changed");
   if (r) r->checked += (long long)m;
   for (size_t b = 0; b < m; b += sizeof want) {
     const size_t k = m - b < sizeof want ? m - b : sizeof want;
-    pattern_bytes(want, key, off + b, k);
+    mgpu_pattern_fill_host(want, k, key, (long long)(off + b));
     if (memcmp(got + b, want, k) == 0) continue;
     for (size_t j = 0; j < k; j++) {
       const long long i = (long long)(off + b + j);
