@@ -480,6 +480,21 @@ static void fn_tally_epoch(fn_tally *f, const fn_stats *st, unsigned int e, int 
  * (residual_out and out copied aside after each), waits, and hands each epoch's pair over as
  * "<name>/<j>/residual_out" and "<name>/<j>/out"; the verifier compares each pair and adds it to
  * *f. Both take the same count. */
+/* The guard counts of residual_out and out, counted by the rank and handed over as
+ * "<name>/guards"; where the check is made, they go into *f. */
+static void fn_guards(mgpu_ctx *ctx, const fn_bufs *b, const char *name, fn_tally *f) {
+  long long hits[2] = {0, 0};
+  char tag[128];
+  if (mgpu_computes(ctx)) {
+    hits[0] = mgpu_guard_hits(&b->residual_out);
+    hits[1] = mgpu_guard_hits(&b->out);
+  }
+  snprintf(tag, sizeof tag, "%s/guards", name);
+  if (!mgpu_hand_over(ctx, tag, hits, sizeof hits)) return;
+  f->guard_res = hits[0];
+  f->guard_out = hits[1];
+}
+
 static void fn_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, fn_bufs *b, unsigned int first_epoch, int count,
                           int iter_base, int roles, fn_tally *f, const char *name) {
   mgpu_ctx *ctx = s->ctx;
@@ -800,16 +815,8 @@ static void fn_run_case(ar_state *s, const mgpu_case *c, const char *layout) {
   fn_tally_init(&f, c->n);
   const int sess = ++s->sessions;
   fn_run_epochs(s, &t, &v, &b, 1, epochs_for(sh.n), sess * 1000, 1, &f, name);
-  long long hits[2] = {0, 0};
-  if (mgpu_computes(ctx)) {
-    hits[0] = mgpu_guard_hits(&b.residual_out);
-    hits[1] = mgpu_guard_hits(&b.out);
-  }
-  snprintf(tag, sizeof tag, "%s/guards", name);
-  mgpu_hand_over(ctx, tag, hits, sizeof hits);
+  fn_guards(ctx, &b, name, &f);
   if (mgpu_verifies(ctx)) {
-    f.guard_res = hits[0];
-    f.guard_out = hits[1];
     f.a.r.n = c->n;
     f.a.r.guard_hits = f.guard_res + f.guard_out;
     fn_explain(ctx, &t, &sh, &f, c->n);
@@ -938,16 +945,8 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
   fn_tally f;
   fn_tally_init(&f, c->n);
   fn_run_epochs(s, &t, &p.v, &b, p.epoch + 1, kAfterTimingEpochs, sess * 1000 + 500, 0, &f, name);
-  long long hits[2] = {0, 0};
-  if (mgpu_computes(ctx)) {
-    hits[0] = mgpu_guard_hits(&b.residual_out);
-    hits[1] = mgpu_guard_hits(&b.out);
-  }
-  snprintf(tag, sizeof tag, "%s/guards", name);
-  mgpu_hand_over(ctx, tag, hits, sizeof hits);
+  fn_guards(ctx, &b, name, &f);
   if (mgpu_verifies(ctx)) {
-    f.guard_res = hits[0];
-    f.guard_out = hits[1];
     f.a.r.guard_hits = f.guard_res + f.guard_out;
     mgpu_result *ar = &after->a.r;
     ar->checked += f.a.r.checked;
