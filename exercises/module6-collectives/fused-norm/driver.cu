@@ -369,25 +369,6 @@ static void fn_bufs_free(fn_bufs *b) {
   mgpu_free(&b->out);
 }
 
-static ar_keys fn_keys(const mgpu_ctx *ctx, const ar_team *t, int iter, unsigned int e, int has_prev, int has_prev2,
-                       int has_next) {
-  ar_keys keys;
-  memset(&keys, 0, sizeof keys);
-  keys.world = t->world;
-  keys.has_prev = has_prev;
-  keys.has_prev2 = has_prev2;
-  keys.has_next = has_next;
-  keys.marker_now = ar_marker(e);
-  keys.marker_before = ar_marker(e - 1);
-  for (int m = 0; m < t->world; m++) {
-    keys.cur[m] = mgpu_exact_key(ctx->seed, t->member[m], iter);
-    keys.prev[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 1);
-    keys.prev2[m] = mgpu_exact_key(ctx->seed, t->member[m], iter - 2);
-    keys.next[m] = mgpu_exact_key(ctx->seed, t->member[m], iter + 1);
-  }
-  return keys;
-}
-
 /* Host buffers: residual_out's, for what is handed over (pinned in the rank; s->h_out of
  * allreduce_bench.cuh is out's), and the verifier's row scratch of fn_compare_host. */
 static float *g_fn_hres, *g_fn_row_r, *g_fn_row_xs;
@@ -547,7 +528,7 @@ static void fn_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, fn_bu
     if (!fn_hand_over(s, snap, snap ? snap + n : NULL, n, tag)) continue;
     const unsigned int e = first_epoch + (unsigned int)j;
     const int iter = iter_base + (int)e;
-    const ar_keys keys = fn_keys(ctx, t, iter, e, j >= 1, j >= 2, j + 1 < count);
+    const ar_keys keys = ar_keys_for(ctx, t, iter, e, j, count);
     fn_stats st;
     fn_compare_host(g_fn_hres, s->h_out, sh, &keys, fn_residual_key(ctx, iter), fn_gamma_key(ctx, iter), fn_eps(e),
                     f->a.first_epoch == 0, &st, g_fn_row_r, g_fn_row_xs);
@@ -907,7 +888,7 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
   snprintf(tag, sizeof tag, "baseline/%s", c->name);
   if (fn_hand_over(s, p.residual_out, p.out, n, tag)) {
     fn_stats st;
-    const ar_keys keys = fn_keys(ctx, &t, iter, 1, 0, 0, 0);
+    const ar_keys keys = ar_keys_for(ctx, &t, iter, 1, 0, 1); /* one epoch */
     fn_compare_host(g_fn_hres, s->h_out, &sh, &keys, fn_residual_key(ctx, iter), fn_gamma_key(ctx, iter), eps, 0, &st,
                     g_fn_row_r, g_fn_row_xs);
     if (st.res.bad + st.res.unwritten + st.y_bad + st.y_unwritten) {
