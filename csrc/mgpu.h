@@ -207,6 +207,12 @@ void mgpu_wait_or_hang(const mgpu_ctx *ctx, cudaStream_t stream, double timeout_
  * is 0). More than 10 s is a driver error. Driver API: learner code may not call it. */
 void mgpu_delay(cudaStream_t stream, unsigned long long ns);
 
+/* Host memory for what a rank reads back from its GPU and hands over: pinned
+ * (cudaMallocHost) in the rank, plain in its verifier, which has no GPU and where the
+ * hand-over fills it. Ends the program when there is none. Free with mgpu_host_free. */
+void *mgpu_host_alloc(const mgpu_ctx *ctx, size_t bytes);
+void mgpu_host_free(const mgpu_ctx *ctx, void *p);
+
 /* A device buffer with guard bands on both sides, poisoned when allocated. */
 typedef struct mgpu_buf {
   void *ptr;    /* what the learner gets */

@@ -253,6 +253,23 @@ extern "C" void mgpu_fill_pattern(void *dev, size_t bytes, uint64_t seed, int it
   fill_pattern_key(dev, bytes, mgpu_pattern_key(seed, iter), s);
 }
 
+extern "C" void *mgpu_host_alloc(const mgpu_ctx *ctx, size_t bytes) {
+  void *p = NULL;
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMallocHost(&p, bytes));
+  } else if (!(p = malloc(bytes))) {
+    mgpu_fail("harness", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
+  return p;
+}
+
+extern "C" void mgpu_host_free(const mgpu_ctx *ctx, void *p) {
+  if (mgpu_computes(ctx))
+    MGPU_CUDA(cudaFreeHost(p));
+  else
+    free(p);
+}
+
 extern "C" void mgpu_fill_rank_pattern(void *dev, size_t bytes, uint64_t seed, int rank,
                                        int iter, cudaStream_t s) {
   fill_pattern_key(dev, bytes, mgpu_rank_pattern_key(seed, rank, iter), s);

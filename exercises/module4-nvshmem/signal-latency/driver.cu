@@ -189,25 +189,6 @@ static call_report check_call(const mgpu_ctx *ctx, mgpu_result *res, long long o
   return rep;
 }
 
-/* Host memory for what the PE reads back: pinned in the rank, which copies into it from the
- * GPU; plain in the verifier, where the hand-over fills it. */
-static uint8_t *host_bytes(const mgpu_ctx *ctx, size_t bytes) {
-  uint8_t *p = NULL;
-  if (mgpu_computes(ctx)) {
-    MGPU_CUDA(cudaMallocHost((void **)&p, bytes));
-  } else if (!(p = (uint8_t *)malloc(bytes))) {
-    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  }
-  return p;
-}
-
-static void host_bytes_free(const mgpu_ctx *ctx, uint8_t *p) {
-  if (mgpu_computes(ctx))
-    MGPU_CUDA(cudaFreeHost(p));
-  else
-    free(p);
-}
-
 /* Guard bytes hit around received and keys: counted by the rank, handed over. */
 static long long guard_hits_of(mgpu_ctx *ctx, const char *tag, const mgpu_buf *received,
                                const mgpu_buf *keys) {
@@ -250,7 +231,7 @@ static void run_case(mgpu_ctx *ctx, pingpong *pp, int case_index, cudaStream_t s
     received = mgpu_alloc(total, ctx->device);
     MGPU_CUDA(cudaMalloc((void **)&elapsed, sizeof *elapsed));
   }
-  uint8_t *host = host_bytes(ctx, total);
+  uint8_t *host = (uint8_t *)mgpu_host_alloc(ctx, total);
 
   mgpu_result res;
   mgpu_result_init(&res, (long long)total * kIterations);
@@ -329,7 +310,7 @@ static void run_case(mgpu_ctx *ctx, pingpong *pp, int case_index, cudaStream_t s
     mgpu_record_case(c->name, &res, idle && written_while_idle);
   }
 
-  host_bytes_free(ctx, host);
+  mgpu_host_free(ctx, host);
   if (mgpu_computes(ctx)) {
     MGPU_CUDA(cudaFree(elapsed));
     mgpu_free(&received);
@@ -380,7 +361,7 @@ static void check_after_timing(mgpu_ctx *ctx, timed *t, const char *perf_case,
                                cudaStream_t stream) {
   const int me = ctx->rank, idle = t->partner < 0;
   const size_t total = t->bytes * (size_t)t->rounds;
-  uint8_t *host = host_bytes(ctx, total);
+  uint8_t *host = (uint8_t *)mgpu_host_alloc(ctx, total);
   mgpu_result res;
   mgpu_result_init(&res, (idle ? 1 : 2) * (long long)total);
   call_report last = {0, -1, 0, 0}, fresh = {0, -1, 0, 0};
@@ -441,7 +422,7 @@ static void check_after_timing(mgpu_ctx *ctx, timed *t, const char *perf_case,
                res.guard_hits);
     mgpu_record_case("after-timing", &res, written_while_idle != 0);
   }
-  host_bytes_free(ctx, host);
+  mgpu_host_free(ctx, host);
 }
 
 static void run_perf(mgpu_ctx *ctx, pingpong *pp, const mgpu_case *c, ncclComm_t comm,

@@ -145,25 +145,6 @@ typedef struct diagnosis {
   int first_call;                        /* first call with a mismatch, -1 when none */
 } diagnosis;
 
-/* Host memory for what the PE reads back: pinned in the rank, which copies into it from the
- * GPU; plain in the verifier, where the hand-over fills it. */
-static float *host_floats(const mgpu_ctx *ctx, size_t bytes) {
-  float *p = NULL;
-  if (mgpu_computes(ctx)) {
-    MGPU_CUDA(cudaMallocHost((void **)&p, bytes));
-  } else if (!(p = (float *)malloc(bytes))) {
-    mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  }
-  return p;
-}
-
-static void host_floats_free(const mgpu_ctx *ctx, float *p) {
-  if (mgpu_computes(ctx))
-    MGPU_CUDA(cudaFreeHost(p));
-  else
-    free(p);
-}
-
 static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t stream,
                      cudaStream_t busy_stream, int sms) {
   const mgpu_case *c = &ctx->cases[case_index];
@@ -210,7 +191,7 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
   /* Expected values, where the check is made: v[p][k][i] for every PE p and call k are
    * recomputed on the fly from keys. */
   uint64_t *keys = NULL;
-  float *want = NULL, *host = host_floats(ctx, bytes);
+  float *want = NULL, *host = (float *)mgpu_host_alloc(ctx, bytes);
   diagnosis d;
   memset(&d, 0, sizeof d);
   d.first_call = -1;
@@ -327,7 +308,7 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
     mgpu_record_case(c->name, &r, in_changed != 0);
   }
 
-  host_floats_free(ctx, host);
+  mgpu_host_free(ctx, host);
   free(d.other_call);
   free(d.missing);
   free(want);
@@ -391,7 +372,7 @@ static void check_after_timing(mgpu_ctx *ctx, timed *t, const char *perf_case,
                                cudaStream_t stream) {
   const long long n = (long long)t->n;
   const size_t bytes = (size_t)n * sizeof(float);
-  float *want = NULL, *host = host_floats(ctx, bytes);
+  float *want = NULL, *host = (float *)mgpu_host_alloc(ctx, bytes);
   if (mgpu_verifies(ctx) && !(want = (float *)malloc(bytes)))
     mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
   mgpu_result r;
@@ -455,7 +436,7 @@ static void check_after_timing(mgpu_ctx *ctx, timed *t, const char *perf_case,
                perf_case, r.guard_hits);
     mgpu_record_case("after-timing", &r, in_changed != 0);
   }
-  host_floats_free(ctx, host);
+  mgpu_host_free(ctx, host);
   free(want);
 }
 

@@ -373,7 +373,7 @@ int main(int argc, char **argv) {
   }
   if (mgpu_computes(&ctx) && ndev == 1) mgpu_note("one GPU: it is paired with itself");
 
-  uint8_t *host = stage_alloc(&ctx);
+  uint8_t *host = (uint8_t *)mgpu_host_alloc(&ctx, kStage);
   for (int c = 0; c < ctx.ncases; c++) {
     size_t n_ab, n_ba;
     sizes(&ctx.cases[c], &n_ab, &n_ba);
@@ -386,7 +386,7 @@ int main(int argc, char **argv) {
     if (mgpu_computes(&ctx)) MGPU_CUDA(cudaSetDevice(pairs[0].a));
     for (int c = 0; c < ctx.nperf_cases; c++) run_perf(&ctx, &pairs[0], &ctx.perf_cases[c], host);
   }
-  stage_free(&ctx, host);
+  mgpu_host_free(&ctx, host);
   if (mgpu_computes(&ctx)) {
     sync_all(ctx.num_devices);
     for (int k = 0; k < np; k++) {

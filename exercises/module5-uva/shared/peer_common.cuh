@@ -35,26 +35,6 @@ static void enable_peer(int from, int to) {
     MGPU_CUDA(e);
 }
 
-/* kStage bytes of host memory for the chunks: pinned in the rank, which reads them from the
- * GPU; plain memory in the verifier, where they arrive. */
-static uint8_t *stage_alloc(const mgpu_ctx *ctx) {
-  uint8_t *p = NULL;
-  if (mgpu_computes(ctx)) {
-    MGPU_CUDA(cudaMallocHost((void **)&p, kStage));
-  } else {
-    p = (uint8_t *)malloc(kStage);
-    if (!p) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  }
-  return p;
-}
-
-static void stage_free(const mgpu_ctx *ctx, uint8_t *p) {
-  if (mgpu_computes(ctx))
-    MGPU_CUDA(cudaFreeHost(p));
-  else
-    free(p);
-}
-
 /* A count the rank handed over (of GPUs), checked where it arrives: 1..max. */
 static void check_handed_count(const char *tag, int n, int max) {
   if (n >= 1 && n <= max) return;

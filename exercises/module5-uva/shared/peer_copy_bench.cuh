@@ -225,13 +225,13 @@ static void bench_open(mgpu_ctx *ctx, ring *g) {
 /* Every correctness case, then (with timing) every perf case and its after-timing check. */
 static void bench_run(mgpu_ctx *ctx, ring *g) {
   check_handed_count("gpus", g->n, kMaxDevices);
-  uint8_t *host = stage_alloc(ctx);
+  uint8_t *host = (uint8_t *)mgpu_host_alloc(ctx, kStage);
   for (int c = 0; c < ctx->ncases; c++) run_case(ctx, g, &ctx->cases[c], 10 * c + 1, host);
   if (ctx->perf) {
     if (mgpu_computes(ctx)) MGPU_CUDA(cudaSetDevice(0));
     for (int c = 0; c < ctx->nperf_cases; c++) run_perf(ctx, g, &ctx->perf_cases[c], host);
   }
-  stage_free(ctx, host);
+  mgpu_host_free(ctx, host);
 }
 
 static void bench_close(mgpu_ctx *ctx, ring *g) {
