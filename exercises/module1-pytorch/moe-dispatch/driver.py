@@ -69,17 +69,20 @@ AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers
                 "result")
 
 
-def after_timing(name, n, x=None, dest=None, last=None, exchange=None):
+def after_timing(name, n, x=None, dest=None, last=None, exchange=None, factor=None):
     """The rows of the last timed call (x and dest had not changed), then new rows and
     destinations in x and dest and one more call as the timed ones made (in the rank), both
     compared exactly (by the verifier) with what the experts make of each row: row i times
-    dest[i] + 2; one record."""
+    expert_factor(dest[i], it), the factor of the rank it went to (it = 100 for the timed
+    calls, 200 for the one after them); one record. A rank knows only its own factor, so the
+    rows can only come back from the experts."""
     back = None
     last = h.hand_over(f"after-timing/{name}/last", last)
     if h.computes:
         x2, dest2 = perf_tokens(n, 200)
         x.copy_(x2)
         dest.copy_(dest2)
+        factor[0] = expert_factor(h.rank, 200)
         del x2, dest2
         with h.forbid():
             back = exchange()
@@ -89,7 +92,9 @@ def after_timing(name, n, x=None, dest=None, last=None, exchange=None):
 
     def want(it):
         x, dest = perf_tokens(n, it)
-        return x * (dest + 2).to(x.dtype).unsqueeze(1)
+        factors = torch.tensor([expert_factor(e, it) for e in range(h.world)],
+                               dtype=x.dtype, device=x.device)
+        return x * factors[dest].unsqueeze(1)
 
     r = h.compare(last, want(100))
     if not r.ok():
@@ -173,10 +178,11 @@ if h.timing:
         all_gather = h.real("torch.distributed.all_gather_into_tensor")
         reduce_scatter = h.real("torch.distributed.reduce_scatter_tensor")
         x, dest = perf_tokens(n, 100)
+        factor = [expert_factor(h.rank, 100)]  # this rank's expert; after_timing changes it
 
         def yours(i):
             recv, state = learner.dispatch(x, dest)
-            last[0] = learner.combine(recv * (h.rank + 2), state)
+            last[0] = learner.combine(recv * factor[0], state)
             return last[0]
 
         last = [None]
@@ -193,13 +199,13 @@ if h.timing:
             all_gather(all_dest, dest)
             mine = all_dest == h.rank
             back_all.zero_()
-            back_all[mine] = all_x[mine] * (h.rank + 2)
+            back_all[mine] = all_x[mine] * factor[0]
             reduce_scatter(back, back_all)
 
         h.time_pair(name, bytes=n * PERF_D * 2, factor=1, metric="time", yours=yours,
                     baseline=gathered)
         del all_x, all_dest, back_all, back
-        after_timing(name, n, x, dest, last[0], lambda: yours(0))
+        after_timing(name, n, x, dest, last[0], lambda: yours(0), factor)
 elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
