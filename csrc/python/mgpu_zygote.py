@@ -1,12 +1,14 @@
 """mgpu-learn's warm rank zygote (docs/runtime.md, "Warm Python ranks").
 
 A Python rank spends most of its start importing torch. This program imports the modules named
-on its command line (torch and torch.distributed) once, then forks a rank for every request
-mgpu-learn sends, so the rank starts with torch already loaded. It never runs course or learner
+on its command line (torch, torch.distributed, torch._dynamo) once, then forks a rank for every
+request mgpu-learn sends, so the rank starts with torch already loaded. It never runs course or learner
 code itself, never initializes CUDA (a forked CUDA context is unusable), and every rank is a
 fresh fork of a process that did nothing but those imports.
 
     python mgpu_zygote.py <fd> <module>...
+
+A module named "?name" is optional: imported if it can be, skipped if its import fails.
 
 <fd> is one end of a SOCK_SEQPACKET socket pair that mgpu-learn (the parent) made. Messages
 are JSON, one per datagram:
@@ -61,11 +63,20 @@ def _serve():
     error = ""
     files = []
     for name in sys.argv[2:]:
+        # "?name": imported where it can be (a module torch imports on first use, such as
+        # torch._dynamo on an optimizer's creation); one that fails is left to the rank.
+        optional = name.startswith("?")
+        name = name.lstrip("?")
         try:
             mod = importlib.import_module(name)
             f = getattr(mod, "__file__", None)
             if f:
                 files.append(os.path.abspath(f))
+        except Exception as e:  # noqa: BLE001 - reported, then we exit
+            if optional:
+                continue
+            error = f"import {name}: {type(e).__name__}: {e}"
+            break
         except BaseException as e:  # noqa: BLE001 - reported, then we exit
             error = f"import {name}: {type(e).__name__}: {e}"
             break

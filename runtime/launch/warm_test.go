@@ -440,6 +440,22 @@ func TestWarmCloseAndBadPreload(t *testing.T) {
 	}
 }
 
+// An optional preload ("?name") is imported where it can be; one whose import fails leaves the
+// zygote fit, and the ranks still start warm.
+func TestWarmOptionalPreload(t *testing.T) {
+	t.Parallel()
+	py := testPython(t)
+	pool := testPool(t, "json", "?no_such_module_here", "?colorsys")
+	drv := pyDriver(t, "import sys\nprint('colorsys loaded:', 'colorsys' in sys.modules)\n")
+	res := warmLaunch(t, pool, spec(t, Local, 1, py, drv))
+	if res.Warm != 1 || res.Ranks[0].State != StateDone {
+		t.Fatalf("Warm %d state %s: %s (pool: %q)", res.Warm, res.Ranks[0].State, res.Ranks[0].Tail, pool.Stats().LastErr)
+	}
+	if !strings.Contains(res.Ranks[0].Tail, "colorsys loaded: True") {
+		t.Errorf("the optional preload that imports is not in the rank: %q", res.Ranks[0].Tail)
+	}
+}
+
 func TestWarmEligibleAndZygoteEnv(t *testing.T) {
 	for _, tc := range []struct {
 		s    Spec
