@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -285,6 +286,12 @@ __attribute__((constructor(101))) static void mgpu__chan_start(void) {
     const char *role = getenv("MGPU_ROLE");
     c.verifier = role && strcmp(role, "verifier") == 0;
   }
+  /* A verifier is about to receive the seed, from which every rank's inputs and expected
+   * values follow: not dumpable, so no process of the user's without CAP_SYS_PTRACE (a rank
+   * where the kernel lets a user's processes trace each other) can read or write its memory
+   * through ptrace or /proc/<pid>/mem (docs/protocol.md §4). */
+  if (c.verifier && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    die_early("prctl(PR_SET_DUMPABLE) failed in the verifier");
   snprintf(hello, sizeof hello, "%s %s %ld c/1\n", c.verifier ? "verify" : "hello", rank,
            (long)getpid());
   if (write_all(fd, hello, strlen(hello)) != 0 || read_line(fd, reply, sizeof reply) != 0)

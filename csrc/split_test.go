@@ -2,6 +2,7 @@ package csrc
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,8 +63,14 @@ func startFakeSplitChecker(t *testing.T, seed uint64, rank int, py bool) *fakeSp
 				br := bufio.NewReader(conn)
 				hello, _ := br.ReadString('\n')
 				switch strings.Fields(hello)[0] {
-				case "hello":
-					fmt.Fprintf(conn, "ok %s split %d %d\n", strings.Repeat("00", 32), rs, ps)
+				case "hello", "verify":
+					if strings.HasPrefix(hello, "verify") {
+						// A verifier: the seed, then the end of its rank's outputs (none).
+						fmt.Fprintf(conn, "ok %s %d\n", strings.Repeat("00", 32), seed)
+						conn.(*net.UnixConn).CloseWrite()
+					} else {
+						fmt.Fprintf(conn, "ok %s split %d %d\n", strings.Repeat("00", 32), rs, ps)
+					}
 					for {
 						line, err := br.ReadString('\n')
 						if err != nil {
@@ -268,3 +275,69 @@ func TestSplitRankPython(t *testing.T) {
 		})
 	}
 }
+
+// A verifier holds the seed: the harness makes it undumpable (no ptrace, no /proc/<pid>/mem for
+// the user's other processes) before the checker's reply, in C and in Python; a rank stays as
+// it was.
+func TestVerifierNotDumpable(t *testing.T) {
+	bin := buildCPUDriver(t)
+	py, err := filepath.Abs(torchPython(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyDir, _ := filepath.Abs("python")
+	dir := t.TempDir()
+	drv := filepath.Join(dir, "drv.py")
+	if err := os.WriteFile(drv, []byte(dumpablePyDriver), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		argv []string
+	}{
+		{"c", []string{bin, "dumpable"}},
+		{"python", []string{py, drv}},
+	} {
+		for _, role := range []string{"verifier", "rank"} {
+			t.Run(tc.name+"/"+role, func(t *testing.T) {
+				f := startFakeSplitChecker(t, 42, 0, tc.name == "python")
+				cmd := exec.Command(tc.argv[0], tc.argv[1:]...)
+				cmd.Dir = t.TempDir()
+				cmd.Env = append(baseEnv(), "MGPU_RECORDS=unix:"+f.addr, "MGPU_RANK=0",
+					"MGPU_WORLD_SIZE=1", "MGPU_RUN_DIR="+cmd.Dir, "PYTHONPATH="+pyDir,
+					"CUDA_VISIBLE_DEVICES=", "PYTHONDONTWRITEBYTECODE=1")
+				if role == "verifier" {
+					cmd.Env = append(cmd.Env, "MGPU_ROLE=verifier")
+				}
+				var buf bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &buf, &buf
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() { cmd.Wait(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(60 * time.Second):
+					cmd.Process.Kill()
+					<-done
+					t.Errorf("did not end within 60 s")
+				}
+				out := buf.Bytes()
+				f.stop()
+				joined, _ := f.joined()
+				want := map[string]string{"verifier": "dumpable=0", "rank": "dumpable=1"}[role]
+				if !strings.Contains(joined, want) {
+					t.Errorf("records lack %q:\n%s\noutput: %s", want, joined, out)
+				}
+			})
+		}
+	}
+}
+
+const dumpablePyDriver = `
+import ctypes, sys, mgpu_harness
+h = mgpu_harness.init(default_cases={"a": 4})
+h.note("dumpable=%d" % ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))
+sys.exit(h.finish())
+`

@@ -74,6 +74,18 @@ class PolicyViolation(BaseException):
 # The records channel (docs/protocol.md §4)
 
 
+def _undumpable():
+    """The verifier is about to receive the seed: not dumpable (prctl PR_SET_DUMPABLE 0), so no
+    process of the user's without CAP_SYS_PTRACE (a rank, where the kernel lets a user's
+    processes trace each other) can read or write its memory through ptrace or
+    /proc/<pid>/mem (docs/protocol.md §4). Linux only; elsewhere nothing to do."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) in the verifier")
+
+
 class _Channel:
     """This rank's end of the checker's records channel: the handshake gives a per-run key and
     the seed (neither is in the environment); every record goes out signed with
@@ -85,6 +97,8 @@ class _Channel:
         # A rank's verifier (docs/protocol.md §4, "The verifier") says "verify"; the checker
         # accepts that only from the process it started for the rank.
         self.verifier = os.environ.get("MGPU_ROLE") == "verifier"
+        if self.verifier:
+            _undumpable()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(addr[len("unix:"):])
         verb = "verify" if self.verifier else "hello"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +61,12 @@ int main(int argc, char **argv) {
       mgpu_note("otherpat=%u", (unsigned)mgpu_pattern_byte_k(
                                    mgpu_rank_pattern_key(ctx.seed, ctx.rank + 1, 3), 5));
     mgpu_note("other=%g", (double)mgpu_exact_value(ctx.seed, ctx.rank + 1, 3, 5));
+    return mgpu_finish(&ctx);
+  }
+  if (strcmp(mode, "dumpable") == 0) {
+    /* Whether this process may be traced by the user's other processes (split_test.go: a
+     * verifier may not). */
+    mgpu_note("dumpable=%d", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
     return mgpu_finish(&ctx);
   }
   if (strcmp(mode, "barrier-only") == 0) {

@@ -120,3 +120,12 @@ func ScratchAncestor(dir string) string {
 
 // Probe says whether this machine can confine processes (the Landlock ABI it offers).
 func Probe() Status { return probe() }
+
+// ProtectMemory keeps the user's other processes from reading or writing this one's memory
+// (ptrace, /proc/<pid>/mem) unless they hold CAP_SYS_PTRACE: Linux's PR_SET_DUMPABLE 0. mgpu-learn
+// calls it first thing, because it holds every run's seed and channel keys while learner code
+// runs as the same user; where the kernel lets a user's processes trace each other (Yama
+// ptrace_scope 0), a rank could otherwise read them out of it (docs/protocol.md §4). It lasts
+// until the process execs; the processes it starts are not affected. Elsewhere than Linux it
+// does nothing.
+func ProtectMemory() error { return protectMemory() }

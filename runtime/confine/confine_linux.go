@@ -159,3 +159,10 @@ func start(cmd *exec.Cmd, r *Rules) (Status, error) {
 	}
 	return Status{ABI: a, Applied: true}, nil
 }
+
+func protectMemory() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	return nil
+}
