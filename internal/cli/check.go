@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,9 @@ whose fault it is.
   mgpu-learn check all --solution --json     # instructors: prove the reference solutions`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("ranks") && o.Ranks < 1 {
+				return usageErrorf("--ranks %d: a check runs at least one rank", o.Ranks)
+			}
 			if handled, err := app.checkViaSlurm(cmd.Context(), cmd, args, so); handled {
 				return err
 			}
@@ -128,6 +132,13 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 	}
 	ck.Rebuild = o.Rebuild
 	ck.Ranks = o.Ranks
+	if !buildOnly {
+		for _, e := range exs {
+			if err := a.checkRanks(e, o, ws != nil, ck.Env.GPUCount()); err != nil {
+				return err
+			}
+		}
+	}
 	if o.Torchrun {
 		if ck.Torchrun, err = a.torchrun(ctx); err != nil {
 			return err
@@ -192,6 +203,33 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 		return silentExit(ExitRunner)
 	}
 	return silentExit(checker.ExitCode(reports))
+}
+
+// checkRanks refuses a --ranks that would make the check meaningless. Fewer ranks than an
+// exercise's minimum (two for every exercise whose ranks talk to each other, more where it
+// needs more GPUs) communicate nothing: a one-rank all-reduce is a copy, and an untouched
+// starter passes it. A check of the learner's files with too few ranks would be recorded as
+// a pass (progress, a workshop's dashboard), so it is refused; the course's solution or a
+// variant (course authors proving a driver on one GPU) only get a warning. On a machine
+// without GPUs, more than 4 ranks per CPU core (at least 8) starve each other until the
+// timeout, and the verdict would blame the learner's code for a hang.
+func (a *App) checkRanks(e *course.Exercise, o checkOptions, learners bool, gpus int) error {
+	if o.Ranks <= 0 || e.Launch.Launcher == "single" {
+		return nil
+	}
+	if want := max(2, e.Requires.GPUs); o.Ranks < want {
+		msg := fmt.Sprintf("%s: --ranks %d is too few: its ranks communicate, and with fewer than %d of them the check proves nothing (its default here is %d ranks)",
+			e.ID, o.Ranks, want, ranksFor(e, 0, gpus))
+		if learners {
+			return usageErrorf("%s", msg)
+		}
+		fmt.Fprintf(a.Err, "warning: %s\n", msg)
+	}
+	if limit := max(8, 4*runtime.NumCPU()); gpus == 0 && o.Ranks > limit {
+		return usageErrorf("%s: --ranks %d is more than this machine can run side by side (%d CPU cores, no GPU: at most %d ranks); they would starve each other until the timeout",
+			e.ID, o.Ranks, runtime.NumCPU(), limit)
+	}
+	return nil
 }
 
 // target says which files a check uses: the learner's (workspace), the solution or a variant.
