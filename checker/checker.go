@@ -58,6 +58,15 @@ type Checker struct {
 	MaxPerfRuns int
 	// Ranks overrides the manifest's rank count (0: the manifest's).
 	Ranks int
+	// CrossCheck: a python exercise that needs no GPU, checked with fewer than CrossRanks
+	// ranks, is run again on the CPU with CrossRanks ranks when it got past correctness
+	// (crosscheck.go). Not for variants.
+	CrossCheck bool
+	// CPUOnly runs the ranks as on a machine without GPUs, whatever this one has: the GPUs
+	// hidden from them (CUDA_VISIBLE_DEVICES empty), only the cases marked cpu, performance
+	// not judged. For exercises that need no GPU (gloo): `check`'s second run at another rank
+	// count (internal/cli, "cross-check").
+	CPUOnly bool
 	// Torchrun, when set, is the torchrun program that starts the ranks of torchrun-launched
 	// exercises; empty spawns them directly with the same environment (faster, docs/runtime.md).
 	Torchrun string
@@ -198,6 +207,10 @@ func (k *check) finish() *Report {
 
 // Check runs every stage on the target and returns the report; it never returns nil.
 func (c *Checker) Check(ctx context.Context, t Target) *Report {
+	return c.crossCheck(ctx, t, c.check(ctx, t))
+}
+
+func (c *Checker) check(ctx context.Context, t Target) *Report {
 	k := c.newCheck(t, Stages)
 	defer k.finish()
 	if !k.validate() {

@@ -23,6 +23,12 @@ type BuildLine struct {
 	Line string
 }
 
+// CrossCheckStarted: the check passed with fewer ranks and runs again on the CPU with Ranks
+// ranks (Checker.CrossCheck); the stages that follow are that second check's.
+type CrossCheckStarted struct {
+	Ranks int
+}
+
 // RunStarted: a program run began (a check may run the program more than once to settle
 // its timings).
 type RunStarted struct {
@@ -45,9 +51,10 @@ type RankState struct {
 	Signal string
 }
 
-func (StageStarted) event() {}
-func (StageDone) event()    {}
-func (BuildLine) event()    {}
-func (RunStarted) event()   {}
-func (RankLine) event()     {}
-func (RankState) event()    {}
+func (StageStarted) event()      {}
+func (StageDone) event()         {}
+func (BuildLine) event()         {}
+func (CrossCheckStarted) event() {}
+func (RunStarted) event()        {}
+func (RankLine) event()          {}
+func (RankState) event()         {}

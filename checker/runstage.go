@@ -71,7 +71,7 @@ func (k *check) ranks() (int, error) {
 // marked cpu: true when the manifest marks any.
 func (k *check) cases() []course.Case {
 	all := k.e.Cases
-	if k.c.Env.GPUCount() > 0 {
+	if k.c.Env.GPUCount() > 0 && !k.c.CPUOnly {
 		return all
 	}
 	marked := false
@@ -100,7 +100,7 @@ func casesValue(cs []course.Case) string {
 	return strings.Join(parts, ";")
 }
 
-func (k *check) perfJudged() bool { return k.c.Perf && k.e.Perf != nil }
+func (k *check) perfJudged() bool { return k.c.Perf && !k.c.CPUOnly && k.e.Perf != nil }
 
 // runAll runs the program, checks the run and correctness, and judges the timings, re-running
 // (bounded) while they are undecided.
@@ -321,6 +321,9 @@ func (k *check) runEnv(prog *program) []string {
 	perf := "0"
 	if k.perfJudged() {
 		perf = "1"
+	}
+	if k.c.CPUOnly && k.c.Env.GPUCount() > 0 {
+		env = append(env, "CUDA_VISIBLE_DEVICES=")
 	}
 	env = append(env,
 		"MGPU_EXERCISE="+e.ID,

@@ -132,6 +132,9 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 	}
 	ck.Rebuild = o.Rebuild
 	ck.Ranks = o.Ranks
+	// A rank count of the learner's choosing is checked as chosen (course verify never
+	// cross-checks either: it judges variants as their manifests declare).
+	ck.CrossCheck = o.Ranks == 0 && o.Variant == ""
 	if !buildOnly {
 		for _, e := range exs {
 			if err := a.checkRanks(e, o, ws != nil, ck.Env.GPUCount()); err != nil {

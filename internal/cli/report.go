@@ -70,6 +70,8 @@ func progressPrinter(a *App, verbose bool) func(checker.Event) {
 			fmt.Fprintf(a.Err, "  %-12s ...\n", e.Stage)
 		case checker.StageDone:
 			fmt.Fprintf(a.Err, "  %-12s %s (%s)\n", e.Stage, e.Status, e.Duration.Round(time.Millisecond))
+		case checker.CrossCheckStarted:
+			fmt.Fprintf(a.Err, "Cross-checking with %d ranks on the CPU (with two ranks, left and right are the same rank)...\n", e.Ranks)
 		case checker.RunStarted:
 			clear(said)
 			if e.Run > 1 {

@@ -39,7 +39,11 @@ func (a *App) runTUI(ctx context.Context, c *course.Course, ws *workspace.Worksp
 		},
 		NewChecker: func(ctx context.Context) (*checker.Checker, error) {
 			probed()
-			return a.newChecker(ctx, true)
+			ck, err := a.newChecker(ctx, true)
+			if ck != nil {
+				ck.CrossCheck = true
+			}
+			return ck, err
 		},
 		Record: func(e *course.Exercise, r *checker.Report) {
 			a.recordAttempt(ws, e, r)

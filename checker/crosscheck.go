@@ -1,0 +1,53 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mgpu-learn/mgpu-learn/runtime/launch"
+)
+
+// CrossRanks is the rank count of the cross-check: odd, so that a rank's left and right
+// neighbours differ and no rank pairs up with exactly one other.
+const CrossRanks = 3
+
+// crossCheck runs an exercise that needs no GPU once more, on the CPU with CrossRanks ranks,
+// when its check ran with fewer and got past correctness (Checker.CrossCheck). With two
+// ranks, a rank's left and right neighbours are the same rank and every exchange is a swap: a
+// ring that turns the wrong way, a schedule right only for two, or an all-to-all that
+// confuses source and destination all pass there, on a 2-GPU machine as on a laptop. A
+// failure of the second run is the check's verdict, with a note of the first; a second run
+// that cannot judge leaves the first verdict, noted.
+func (c *Checker) crossCheck(ctx context.Context, t Target, r *Report) *Report {
+	e := t.Exercise
+	if !c.CrossCheck || c.CPUOnly || e == nil || e.Kind != "python" || e.Requires.GPUs > 0 ||
+		e.Launch.Launcher == launch.Single || strings.HasPrefix(t.Label, "variant:") ||
+		ctx.Err() != nil || r.Run == nil || len(r.Run.Ranks) >= CrossRanks {
+		return r
+	}
+	past := r.Verdict == Passed ||
+		(r.Stage == StagePerformance && (r.Verdict == Failed || r.Verdict == Inconclusive))
+	if !past {
+		return r
+	}
+	c2 := *c
+	c2.Ranks, c2.CPUOnly, c2.Perf = CrossRanks, true, false
+	if c2.Events != nil {
+		c2.Events(CrossCheckStarted{Ranks: CrossRanks})
+	}
+	r2 := c2.check(ctx, t)
+	switch r2.Verdict {
+	case Passed:
+		r.Notes = append(r.Notes, fmt.Sprintf("also correct with %d ranks on the CPU (the cross-check)", CrossRanks))
+		return r
+	case Failed:
+		r2.Notes = append([]string{fmt.Sprintf("correct with %d ranks, wrong with %d (the cross-check, on the CPU): with two ranks a rank's left and right neighbours are the same rank, so code that mixes up directions, sources or destinations passes there",
+			len(r.Run.Ranks), CrossRanks)}, r2.Notes...)
+		r2.Duration += r.Duration
+		return r2
+	default:
+		r.Notes = append(r.Notes, fmt.Sprintf("the cross-check with %d ranks on the CPU could not judge: %s", CrossRanks, r2.Headline))
+		return r
+	}
+}
