@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -275,17 +276,32 @@ func mix64(x uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// oneway64 is the harness's one-way function (csrc/mgpu_chan.c, mgpu__oneway64): the first 8
+// bytes, little-endian, of SHA-256(tag || le64(a) || le64(b)). A split rank's keys are made
+// with it, so that one rank's key, or the run's pattern key, says nothing of the seed or of
+// another rank's key (docs/harness.md, "Exact data").
+func oneway64(tag string, a, b uint64) uint64 {
+	buf := make([]byte, 0, len(tag)+16)
+	buf = append(buf, tag...)
+	buf = binary.LittleEndian.AppendUint64(buf, a)
+	buf = binary.LittleEndian.AppendUint64(buf, b)
+	sum := sha256.Sum256(buf)
+	return binary.LittleEndian.Uint64(sum[:8])
+}
+
 // rankSeed and patternSeed are the keys a split rank gets: mgpu_exact_key(seed, rank, it) is
 // mix64(rankSeed(seed, rank) ^ it), mgpu_pattern_key(seed, it) is mix64(patternSeed(seed) ^ it).
 func rankSeed(seed uint64, rank int) uint64 {
-	return mix64(mix64(seed^0x6578616374000000) ^ uint64(uint32(int32(rank))))
+	return oneway64("mgpu exact rank", seed, uint64(uint32(int32(rank))))
 }
 
-func patternSeed(seed uint64) uint64 { return mix64(seed ^ 0x7061747465726e00) }
+func patternSeed(seed uint64) uint64 { return oneway64("mgpu pattern", seed, 0) }
 
-// pyRankSeed is the Python harness's: _key32(seed, rank, it, salt) is
+// pyRankSeed is the Python harness's (_rank_key): _key32(seed, rank, it, salt) is
 // mix64(mix64(pyRankSeed(seed, rank) ^ it) ^ salt) & 0xFFFFFFFF.
-func pyRankSeed(seed uint64, rank int) uint64 { return mix64(mix64(seed) ^ uint64(int64(rank))) }
+func pyRankSeed(seed uint64, rank int) uint64 {
+	return oneway64("mgpu python rank", seed, uint64(int64(rank)))
+}
 
 // allowVerifier names the process the checker started as rank's verifier: only it may say
 // "verify" for that rank.

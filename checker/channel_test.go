@@ -297,11 +297,11 @@ func TestChannelSplitRankAndVerifier(t *testing.T) {
 	ps, _ := strconv.ParseUint(f[4], 10, 64)
 	// The harness makes rank 1's input keys from it exactly as from the seed (csrc/mgpu_core.c).
 	for it := 0; it < 3; it++ {
-		want := mix64(mix64(mix64(42^0x6578616374000000)^1) ^ uint64(it))
+		want := mix64(sha64("mgpu exact rank", 42, 1) ^ uint64(it))
 		if got := mix64(rs ^ uint64(it)); got != want {
 			t.Fatalf("iteration %d: key %x from the rank seed, %x from the seed", it, got, want)
 		}
-		if got, want := mix64(ps^uint64(it)), mix64(mix64(42^0x7061747465726e00)^uint64(it)); got != want {
+		if got, want := mix64(ps^uint64(it)), mix64(sha64("mgpu pattern", 42, 0)^uint64(it)); got != want {
 			t.Fatalf("iteration %d: pattern key %x, want %x", it, got, want)
 		}
 	}
@@ -379,4 +379,21 @@ func TestChannelDrainedReachesRank(t *testing.T) {
 	}
 	sub.Close()
 	s.finish(2 * time.Second)
+}
+
+// sha64 is docs/harness.md's one-way function, written again from the document: the first 8
+// bytes, little-endian, of SHA-256(tag || le64(a) || le64(b)).
+func sha64(tag string, a, b uint64) uint64 {
+	msg := []byte(tag)
+	for _, v := range []uint64{a, b} {
+		for i := 0; i < 8; i++ {
+			msg = append(msg, byte(v>>(8*i)))
+		}
+	}
+	sum := sha256.Sum256(msg)
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(sum[i])
+	}
+	return v
 }

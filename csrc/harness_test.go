@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -200,20 +202,30 @@ func mix64(x uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// oneway64 is docs/harness.md's one-way function: the first 8 bytes, little-endian, of
+// SHA-256(tag || le64(a) || le64(b)).
+func oneway64(tag string, a, b uint64) uint64 {
+	buf := append([]byte(tag), make([]byte, 16)...)
+	binary.LittleEndian.PutUint64(buf[len(tag):], a)
+	binary.LittleEndian.PutUint64(buf[len(tag)+8:], b)
+	sum := sha256.Sum256(buf)
+	return binary.LittleEndian.Uint64(sum[:8])
+}
+
 func exactValue(seed uint64, rank, iter int, i int64) float32 {
-	key := mix64(mix64(mix64(seed^0x6578616374000000)^uint64(uint32(int32(rank)))) ^ uint64(uint32(int32(iter))))
+	key := mix64(oneway64("mgpu exact rank", seed, uint64(uint32(int32(rank)))) ^ uint64(uint32(int32(iter))))
 	h := mix64(key ^ uint64(i))
 	return float32(int((uint64(uint32(h>>32))*129)>>32) - 64)
 }
 
 func patternByte(seed uint64, iter int, i int64) uint8 {
-	key := mix64(mix64(seed^0x7061747465726e00) ^ uint64(uint32(int32(iter))))
+	key := mix64(oneway64("mgpu pattern", seed, 0) ^ uint64(uint32(int32(iter))))
 	return uint8(mix64(key^uint64(i>>3)) >> (8 * (i & 7)))
 }
 
 // rankPatternByte is docs/harness.md's formula for a rank's own byte pattern.
 func rankPatternByte(seed uint64, rank, iter int, i int64) uint8 {
-	h := mix64(mix64(seed^0x6578616374000000) ^ uint64(uint32(int32(rank))))
+	h := oneway64("mgpu exact rank", seed, uint64(uint32(int32(rank))))
 	key := mix64(mix64(h^0x7270617474000000) ^ uint64(uint32(int32(iter))))
 	return uint8(mix64(key^uint64(i>>3)) >> (8 * (i & 7)))
 }

@@ -121,6 +121,27 @@ static void sha_final(sha256 *s, unsigned char out[32]) {
   }
 }
 
+/* A one-way 64-bit function of (tag, a, b): the first 8 bytes, little-endian, of
+ * SHA-256(tag || le64(a) || le64(b)). The keys a split rank is given are made with it from the
+ * seed (mgpu_core.c, rank_hash), so that holding one rank's key, or the run's pattern key,
+ * says nothing of the seed or of another rank's key (docs/harness.md, "Exact data"). */
+uint64_t mgpu__oneway64(const char *tag, uint64_t a, uint64_t b) {
+  unsigned char buf[16], out[32];
+  uint64_t v = 0;
+  sha256 s;
+  int i;
+  for (i = 0; i < 8; i++) {
+    buf[i] = (unsigned char)(a >> (8 * i));
+    buf[8 + i] = (unsigned char)(b >> (8 * i));
+  }
+  sha_init(&s);
+  sha_update(&s, tag, strlen(tag));
+  sha_update(&s, buf, sizeof buf);
+  sha_final(&s, out);
+  for (i = 7; i >= 0; i--) v = v << 8 | out[i];
+  return v;
+}
+
 /* HMAC-SHA256 (RFC 2104) with a 32-byte key over two pieces of message. */
 static void hmac_sha256(const unsigned char key[32], const void *m1, size_t n1, const void *m2,
                         size_t n2, unsigned char out[32]) {

@@ -1103,15 +1103,16 @@ static uint64_t mix64(uint64_t x) {
   return z ^ (z >> 31);
 }
 
-/* The per-rank hash of a rank's data, mix(mix(seed ^ "exact") ^ rank). In a split rank the
- * checker sent it for the rank's own rank (rank_seed) instead of the seed, so the values are the
- * same as everywhere else; asking for another rank's there fails the driver with `why`. */
+/* The per-rank hash of a rank's data, oneway("mgpu exact rank", seed, rank): one-way, so that
+ * a rank's hash says nothing of the seed or another rank's. In a split rank the checker sent it
+ * for the rank's own rank (rank_seed) instead of the seed, so the values are the same as
+ * everywhere else; asking for another rank's there fails the driver with `why`. */
 static uint64_t rank_hash(uint64_t seed, int rank, const char *call, const char *why) {
   if (g.split && !g.verifier) {
     if (rank != g.rank) mgpu_fail("driver", call, __FILE__, __LINE__, 0, why);
     return g.rank_seed;
   }
-  return mix64(mix64(seed ^ 0x6578616374000000ULL) ^ (uint64_t)(uint32_t)rank); /* "exact" */
+  return mgpu__oneway64("mgpu exact rank", seed, (uint64_t)(uint32_t)rank);
 }
 
 uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter) {
@@ -1134,8 +1135,7 @@ uint64_t mgpu_rank_pattern_key(uint64_t seed, int rank, int iter) {
 }
 
 uint64_t mgpu_pattern_key(uint64_t seed, int iter) {
-  uint64_t h = g.split && !g.verifier ? g.pattern_seed
-                                       : mix64(seed ^ 0x7061747465726e00ULL); /* "pattern" */
+  uint64_t h = g.split && !g.verifier ? g.pattern_seed : mgpu__oneway64("mgpu pattern", seed, 0);
   return mix64(h ^ (uint64_t)(uint32_t)iter);
 }
 

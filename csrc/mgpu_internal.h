@@ -43,6 +43,8 @@ int mgpu__code_changed(void);
  * submit: one output to the verifier (rank side); next/read: the next output's tag and size,
  * then its bytes (verifier side; -1 at the end of the stream, -2 for a malformed header). */
 int mgpu__chan_verifier(void);
+/* SHA-256-based one-way function of (tag, a, b) (mgpu_chan.c). */
+uint64_t mgpu__oneway64(const char *tag, uint64_t a, uint64_t b);
 int mgpu__chan_split(uint64_t *rank_seed, uint64_t *pattern_seed);
 int mgpu__chan_submit(const char *tag, const void *data, size_t n);
 int mgpu__chan_next(char *tag, size_t cap, size_t *n);

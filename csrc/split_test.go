@@ -44,9 +44,9 @@ func startFakeSplitChecker(t *testing.T, seed uint64, rank int, py bool) *fakeSp
 		t.Fatal(err)
 	}
 	f := &fakeSplitChecker{ln: ln, addr: addr}
-	rs, ps := mix(mix(seed^0x6578616374000000)^uint64(rank)), mix(seed^0x7061747465726e00)
+	rs, ps := oneway64("mgpu exact rank", seed, uint64(rank)), oneway64("mgpu pattern", seed, 0)
 	if py {
-		rs, ps = mix(mix(seed)^uint64(rank)), 0
+		rs, ps = oneway64("mgpu python rank", seed, uint64(rank)), 0
 	}
 	f.wg.Add(1)
 	go func() {

@@ -397,8 +397,12 @@ def _splitmix64(x):
 
 
 def _rank_key(seed, rank):
-    """The key of one rank's inputs: what a split rank is sent instead of the seed."""
-    return _splitmix64(_splitmix64(seed & _MASK64) ^ (rank & _MASK64))
+    """The key of one rank's inputs: what a split rank is sent instead of the seed. One-way
+    (the first 8 bytes of a SHA-256), so that a rank's key says nothing of the seed or of
+    another rank's key (docs/harness.md, "Exact data")."""
+    msg = b"mgpu python rank" + (seed & _MASK64).to_bytes(8, "little") + \
+        (rank & _MASK64).to_bytes(8, "little")
+    return int.from_bytes(hashlib.sha256(msg).digest()[:8], "little")
 
 
 def _key32_from(rank_key, it, salt=0):
