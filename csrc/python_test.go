@@ -247,6 +247,10 @@ match torch:
 tt = torch
 w = tt.load
 arr = torch.zeros(4).numpy()
+torch.ops._c10d_functional.all_reduce_coalesced([arr], "sum", "0")
+import torch.distributed._functional_collectives as funcol
+from torch.ops import c10d
+y = torch.ops.c10d.allreduce_
 `
 	honest := `import os
 import torch
@@ -306,7 +310,9 @@ def flat(ts, out):
 		"20 from typing import get_type_hints", "21 import torch.utils.cpp_extension",
 		"22 torch.distributed.distributed_c10d._world", "23 type(name, bases, dict)", "24 import json",
 		"26 .format(...)", "27 torch.load", "28 import triton.runtime", "29 import numpy",
-		"30 .attrgetter", "33 case ...(sys=...)", "33 case ...(__closure__=...)", "33 case ...(_chan=...)", "35 torch.load", "36 .numpy"} {
+		"30 .attrgetter", "33 case ...(sys=...)", "33 case ...(__closure__=...)", "33 case ...(_chan=...)", "35 torch.load", "36 .numpy",
+		"37 torch.ops._c10d_functional.all_reduce_coalesced", "38 import torch.distributed._functional_collectives",
+		"39 from torch.ops import", "40 torch.ops.c10d.allreduce_"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

@@ -64,8 +64,17 @@ SUBMODULES = {"cpp_extension": WHY_REACH, "hub": WHY_REACH, "package": WHY_REACH
 
 # Private names of libraries an exercise may use (everything else starting with _ is refused
 # on a library's objects: private parts have no promises and lead into internals).
-PRIVATE_OK = ("torch._foreach_", "torch.ops.","torch.distributed._symmetric_memory",
-              "torch.distributed._functional_collectives")
+PRIVATE_OK = ("torch._foreach_", "torch.ops.", "torch.distributed._symmetric_memory")
+
+# The dispatcher's collective ops and the functional collectives built on them: the same
+# collectives as torch.distributed's, under names an exercise's forbidden list does not
+# follow one by one (a red-team pass reached a forbidden all-reduce through
+# torch.ops._c10d_functional.all_reduce_coalesced). No exercise needs them: refused, with every
+# name below them.
+WHY_OPS = ("calls collectives through torch's internal op namespaces, past what the exercise "
+           "forbids; use torch.distributed's public functions")
+COLLECTIVE_OPS = ("torch.ops.c10d", "torch.ops._c10d_functional", "torch.ops.c10d_functional",
+                  "torch.distributed._functional_collectives")
 
 # What of `sys` and `os` a learner may use (everything else of theirs is refused).
 SYS_OK = {"stdout", "stderr", "version", "version_info", "platform", "maxsize", "float_info",
@@ -162,6 +171,10 @@ class Checker(ast.NodeVisitor):
             return False
         if top in self.own:
             return True
+        for i in range(2, len(parts) + 1):
+            if ".".join(parts[:i]) in COLLECTIVE_OPS:
+                self.flag(node, what, WHY_OPS)
+                return False
         for i, p in enumerate(parts[1:], 1):
             if p in SUBMODULES or p in MODULE_ATTRS and top == "torch":
                 self.flag(node, what, SUBMODULES.get(p, "loads pickled data, which runs code "
