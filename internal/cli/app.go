@@ -50,14 +50,18 @@ func Main(args []string, in io.Reader, out, errw io.Writer) int {
 	root.SetIn(in)
 	root.SetOut(out)
 	root.SetErr(errw)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	code := exitCode(err)
 	if err != nil && !errors.Is(err, errSilent) {
 		fmt.Fprintf(errw, "mgpu-learn: %v\n", err)
-		if code == ExitUsage && !strings.Contains(err.Error(), "--help") {
-			fmt.Fprintln(errw, "Run 'mgpu-learn --help' for usage.")
+		if wantsHelp(err) {
+			path := "mgpu-learn"
+			if cmd != nil {
+				path = cmd.CommandPath()
+			}
+			fmt.Fprintf(errw, "Run '%s --help' for usage.\n", path)
 		}
-		if code == ExitRunner {
+		if code == ExitRunner && !isComplete(err) {
 			fmt.Fprintln(errw, "This is a problem in mgpu-learn or this machine, not in your code.")
 		}
 	}
@@ -81,9 +85,14 @@ run on real GPUs: PyTorch distributed, CUDA-aware MPI, NCCL, NVSHMEM and peer me
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	root.PersistentFlags().StringVar(&app.CourseDir, "course", os.Getenv("MGPU_LEARN_COURSE"), "load the course from `DIR` instead of the built-in one (for course authors)")
-	root.PersistentFlags().StringVar(&app.WorkspaceDir, "workspace", os.Getenv("MGPU_LEARN_WORKSPACE"), "use the workspace in `DIR` instead of searching upwards from here")
-	root.PersistentFlags().BoolVar(&app.NoColor, "no-color", os.Getenv("NO_COLOR") != "", "plain output without colours or styles (also NO_COLOR)")
+	// The defaults come from the environment after the flags are defined, so that --help shows
+	// the same defaults whatever the environment holds; a flag on the command line still wins.
+	root.PersistentFlags().StringVar(&app.CourseDir, "course", "", "load the course from `DIR`, not the built-in one (course authors; also MGPU_LEARN_COURSE)")
+	root.PersistentFlags().StringVar(&app.WorkspaceDir, "workspace", "", "use the workspace in `DIR`, not the one found upwards from here (also MGPU_LEARN_WORKSPACE)")
+	root.PersistentFlags().BoolVar(&app.NoColor, "no-color", false, "plain output without colours or styles (also NO_COLOR)")
+	app.CourseDir = os.Getenv("MGPU_LEARN_COURSE")
+	app.WorkspaceDir = os.Getenv("MGPU_LEARN_WORKSPACE")
+	app.NoColor = os.Getenv("NO_COLOR") != ""
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErrorf("%v (see '%s --help')", err, c.CommandPath())
 	})
@@ -105,6 +114,7 @@ run on real GPUs: PyTorch distributed, CUDA-aware MPI, NCCL, NVSHMEM and peer me
 		newWorkshopCmd(app),
 		newVersionCmd(app),
 	)
+	explainArgs(root)
 	return root
 }
 
@@ -130,7 +140,7 @@ func (a *App) Course() (*course.Course, error) {
 	c, err := course.Load(fsys)
 	if err != nil {
 		if a.CourseDir != "" {
-			return nil, usageErrorf("the course in %s has problems:\n%v", a.CourseDir, err)
+			return nil, stateErrorf("the course in %s has problems:\n%v", a.CourseDir, err)
 		}
 		return nil, runnerErrorf("the built-in course has problems:\n%v", err)
 	}
@@ -156,7 +166,7 @@ func (a *App) Workspace(offer bool) (*workspace.Workspace, error) {
 	if a.WorkspaceDir != "" {
 		w, err := workspace.Open(a.WorkspaceDir)
 		if err != nil {
-			return nil, usageErrorf("workspace %s: %v (create it with 'mgpu-learn init %s')", a.WorkspaceDir, err, a.WorkspaceDir)
+			return nil, stateErrorf("workspace %s: %v (create it with 'mgpu-learn init %s')", a.WorkspaceDir, err, a.WorkspaceDir)
 		}
 		return w, nil
 	}
@@ -182,11 +192,11 @@ func (a *App) Workspace(offer bool) (*workspace.Workspace, error) {
 			if err != nil {
 				return nil, runnerErrorf("creating workspace: %v", err)
 			}
-			fmt.Fprintf(a.Err, "Created %s with %d files.\n", dir, len(created))
+			fmt.Fprintf(a.Err, "Created %s with %s.\n", dir, countOf(len(created), "file", "files"))
 			return workspace.Open(dir)
 		}
 	}
-	return nil, usageErrorf("no mgpu-learn workspace in %s or above: create one with 'mgpu-learn init' (or pass --workspace DIR)", wd)
+	return nil, stateErrorf("no mgpu-learn workspace in %s or above: create one with 'mgpu-learn init' (or pass --workspace DIR)", wd)
 }
 
 const defaultWorkspaceDir = "mgpu-workspace"

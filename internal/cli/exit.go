@@ -28,6 +28,10 @@ const exitCodesHelp = `Exit codes:
 type exitError struct {
 	code int
 	err  error
+	// complete: the message says what happened and what to do, and is not about how the
+	// command was typed (no workspace, a locked solution, a taken name, a server out of
+	// reach); Main adds neither its pointer to --help nor its line on whose fault it is.
+	complete bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -35,6 +39,18 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func usageErrorf(format string, args ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// stateErrorf is exit code 2 for a command typed right that cannot go ahead as things are (no
+// workspace, a solution still locked, a class name taken): the message says what to do, and
+// Main adds no pointer to --help.
+func stateErrorf(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...), complete: true}
+}
+
+// completeErrorf ends a command with code and a message that says all there is to say.
+func completeErrorf(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...), complete: true}
 }
 
 func runnerErrorf(format string, args ...any) error {
@@ -45,6 +61,18 @@ func runnerErrorf(format string, args ...any) error {
 func silentExit(code int) error { return &exitError{code: code, err: errSilent} }
 
 var errSilent = errors.New("")
+
+// isComplete reports whether err's message needs nothing from Main (see exitError.complete).
+func isComplete(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.complete
+}
+
+// wantsHelp reports whether err is a usage error about the command line itself, which Main
+// follows with a pointer to the command's --help.
+func wantsHelp(err error) bool {
+	return exitCode(err) == ExitUsage && !isComplete(err) && !strings.Contains(err.Error(), "--help")
+}
 
 // exitCode maps an error returned by a command to the process exit code.
 func exitCode(err error) int {

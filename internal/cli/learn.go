@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -342,17 +343,28 @@ func (a *App) rememberPage(moduleID string, page int) {
 	})
 }
 
-func suggest(c *course.Course, id string) string {
+// suggest lists the modules and exercises whose ids look like id, for an error message.
+func suggest(c *course.Course, id string) string { return suggestIDs(c, id, true) }
+
+// suggestExercise is suggest for a command that takes one exercise: no modules.
+func suggestExercise(c *course.Course, id string) string { return suggestIDs(c, id, false) }
+
+func suggestIDs(c *course.Course, id string, modules bool) string {
 	var close []string
 	low := strings.ToLower(id)
+	add := func(s string) {
+		if s != low { // never "did you mean" what was typed
+			close = append(close, s)
+		}
+	}
 	for _, m := range c.Modules {
-		if strings.Contains(m.ID, low) || strings.Contains(low, m.ID) {
-			close = append(close, m.ID)
+		if modules && (strings.Contains(m.ID, low) || strings.Contains(low, m.ID)) {
+			add(m.ID)
 		}
 		for _, e := range m.Exercises {
 			name := e.ID[strings.Index(e.ID, "/")+1:]
 			if strings.Contains(e.ID, low) || strings.Contains(low, name) {
-				close = append(close, e.ID)
+				add(e.ID)
 			}
 		}
 	}
@@ -380,17 +392,39 @@ init again after a course update only adds what is new.`,
 			if err != nil {
 				return err
 			}
-			dir := defaultWorkspaceDir
-			if len(args) == 1 {
+			dir, named := defaultWorkspaceDir, true
+			switch {
+			case len(args) == 1:
 				dir = args[0]
+			case app.WorkspaceDir != "":
+				dir = app.WorkspaceDir
+			default:
+				named = false
 			}
-			created, skipped, err := workspace.Init(dir, c)
+			abs, err := filepath.Abs(dir)
 			if err != nil {
 				return runnerErrorf("init %s: %v", dir, err)
 			}
-			abs, _ := filepath.Abs(dir)
-			fmt.Fprintf(app.Out, "Workspace %s: %d files created, %d already there (kept as they are).\n", abs, len(created), len(skipped))
-			fmt.Fprintf(app.Out, "Next: cd %s && mgpu-learn start   (or: mgpu-learn show %s)\n", dir, firstModule(c))
+			// A workspace inside another would hide the outer one from the commands run in
+			// it: bring the enclosing workspace up to date instead.
+			if w, err := workspace.Find(abs); err == nil && w.Root != abs {
+				if named {
+					fmt.Fprintf(app.Out, "%s is inside the workspace %s: updating that one instead of making a workspace in a workspace.\n", abs, w.Root)
+				} else {
+					fmt.Fprintf(app.Out, "You are in the workspace %s already: updating it with what is new in the course.\n", w.Root)
+				}
+				abs, dir = w.Root, w.Root
+			}
+			created, skipped, err := workspace.Init(abs, c)
+			if err != nil {
+				return runnerErrorf("init %s: %v", abs, err)
+			}
+			fmt.Fprintf(app.Out, "Workspace %s: %s created, %d already there (kept as they are).\n", abs, countOf(len(created), "file", "files"), len(skipped))
+			if wd, err := os.Getwd(); err == nil && wd == abs {
+				fmt.Fprintf(app.Out, "Next: mgpu-learn start   (or: mgpu-learn show %s)\n", firstModule(c))
+			} else {
+				fmt.Fprintf(app.Out, "Next: cd %s && mgpu-learn start   (or: mgpu-learn show %s)\n", dir, firstModule(c))
+			}
 			return nil
 		},
 	}
@@ -410,7 +444,7 @@ func newHintCmd(app *App) *cobra.Command {
 		Example: "  mgpu-learn hint module0/peer-copy",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := app.exercise(args[0])
+			e, err := app.exercise(cmd.Name(), args[0])
 			if err != nil {
 				return err
 			}
@@ -455,7 +489,7 @@ func newSolutionCmd(app *App) *cobra.Command {
   mgpu-learn solution module0/peer-copy --force   # before passing: spoils the exercise`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := app.exercise(args[0])
+			e, err := app.exercise(cmd.Name(), args[0])
 			if err != nil {
 				return err
 			}
@@ -466,14 +500,14 @@ func newSolutionCmd(app *App) *cobra.Command {
 				passed = p != nil && exerciseStatus(p, e.ID) == statusPassed
 			}
 			if !passed && !force {
-				return usageErrorf("you haven't passed %s yet; the solution unlocks when you do (or use --force)", e.ID)
+				return stateErrorf("you haven't passed %s yet; the solution unlocks when you do (or use --force)", e.ID)
 			}
 			for _, f := range e.Files {
 				b, err := fs.ReadFile(e.FS(), e.SolutionPath(f))
 				if err != nil {
 					return runnerErrorf("%s: %v", e.ID, err)
 				}
-				fmt.Fprintf(app.Out, "// ===== %s (reference solution of %s) =====\n%s\n", f, e.ID, b)
+				fmt.Fprintf(app.Out, "%s ===== %s (reference solution of %s) =====\n%s\n", commentMark(f), f, e.ID, b)
 			}
 			if werr == nil {
 				_ = w.UpdateProgress(func(p *workspace.Progress) error {
@@ -488,6 +522,19 @@ func newSolutionCmd(app *App) *cobra.Command {
 	return cmd
 }
 
+// commentMark starts a line comment in the language of file name: "#" for Python, shell,
+// Makefiles and CMake, "//" otherwise (C, C++, CUDA).
+func commentMark(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".py", ".sh", ".cmake", ".mk", ".yaml", ".yml", ".toml":
+		return "#"
+	}
+	if base := filepath.Base(name); base == "Makefile" || base == "CMakeLists.txt" {
+		return "#"
+	}
+	return "//"
+}
+
 func newResetCmd(app *App) *cobra.Command {
 	return &cobra.Command{
 		Use:     "reset <exercise>",
@@ -495,7 +542,7 @@ func newResetCmd(app *App) *cobra.Command {
 		Example: "  mgpu-learn reset module3/ring-allreduce",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := app.exercise(args[0])
+			e, err := app.exercise(cmd.Name(), args[0])
 			if err != nil {
 				return err
 			}
@@ -562,7 +609,7 @@ func newProgressCmd(app *App) *cobra.Command {
 			if asJSON {
 				return writeJSON(app.Out, rep)
 			}
-			writeProgress(app.Out, rep)
+			writeProgress(app.Out, rep, app.width())
 			return nil
 		},
 	}
@@ -591,24 +638,48 @@ type progressExercise struct {
 	Best        map[string]float64 `json:"best,omitempty"`
 }
 
-func writeProgress(w io.Writer, r progressReport) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+// writeProgress prints per module a heading (id, title, how many passed) and a row per
+// exercise (id, status, attempts, best figures), exercise rows aligned across modules. Lines
+// are cut to width columns (a module's title gives way first); 0 leaves them whole.
+func writeProgress(w io.Writer, r progressReport, width int) {
+	var idW, statusW, attemptsW int
+	attempts := func(e progressExercise) string { return countOf(e.Attempts, "attempt", "attempts") }
 	for _, m := range r.Modules {
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d passed\t\n", m.ID, m.Title, m.Passed, m.Total)
 		for _, e := range m.Exercises {
-			best := ""
+			idW = max(idW, len(e.ID))
+			statusW = max(statusW, len(e.Status))
+			attemptsW = max(attemptsW, len(attempts(e)))
+		}
+	}
+	cut := func(s string) string {
+		if width > 0 {
+			return cutLine(s, width)
+		}
+		return s
+	}
+	for _, m := range r.Modules {
+		count := fmt.Sprintf("  (%d/%d passed)", m.Passed, m.Total)
+		title := m.Title
+		if width > 0 {
+			if room := width - ansi.StringWidth(m.ID+"  "+count); room < ansi.StringWidth(title) {
+				title = cutLine(title, max(room, 1))
+			}
+		}
+		fmt.Fprintln(w, cut(m.ID+"  "+title+count))
+		for _, e := range m.Exercises {
 			keys := make([]string, 0, len(e.Best))
 			for k := range e.Best {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
+			var best []string
 			for _, k := range keys {
-				best += fmt.Sprintf("%s %.3g  ", k, e.Best[k])
+				best = append(best, fmt.Sprintf("%s %.3g", k, e.Best[k]))
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d attempts\t%s\n", e.ID, e.Status, e.Attempts, strings.TrimSpace(best))
+			row := fmt.Sprintf("  %-*s  %-*s  %-*s  %s", idW, e.ID, statusW, e.Status, attemptsW, attempts(e), strings.Join(best, "  "))
+			fmt.Fprintln(w, cut(strings.TrimRight(row, " ")))
 		}
 	}
-	tw.Flush()
 }
 
 func newVersionCmd(app *App) *cobra.Command {
@@ -634,21 +705,40 @@ func newVersionCmd(app *App) *cobra.Command {
 	}
 }
 
-// exercise loads the course and resolves exactly one exercise id.
-func (a *App) exercise(id string) (*course.Exercise, error) {
+// exercise loads the course and resolves exactly one exercise for the command named cmd.
+func (a *App) exercise(cmd, id string) (*course.Exercise, error) {
 	c, err := a.Course()
 	if err != nil {
 		return nil, err
 	}
-	return oneExercise(c, id)
+	return oneExercise(c, cmd, id)
 }
 
-// oneExercise resolves exactly one exercise id.
-func oneExercise(c *course.Course, id string) (*course.Exercise, error) {
+// oneExercise resolves exactly one exercise for the command named cmd: its id
+// ("module0/peer-copy"), or any one-exercise form Resolve takes ("peer-copy"). A module, a
+// lesson or "all" is told apart from a typo.
+func oneExercise(c *course.Course, cmd, id string) (*course.Exercise, error) {
 	if e := c.Exercise(id); e != nil {
 		return e, nil
 	}
-	return nil, usageErrorf("no exercise %q%s", id, suggest(c, id))
+	a := strings.Trim(strings.TrimSpace(id), "/")
+	if m := c.Module(a); m != nil {
+		example := ""
+		if len(m.Exercises) > 0 {
+			example = ", e.g. " + m.Exercises[0].ID
+		}
+		return nil, usageErrorf("%s is a module; %s takes one exercise%s ('mgpu-learn list' shows them all)", a, cmd, example)
+	}
+	if a == "all" {
+		return nil, usageErrorf("%s takes one exercise, not all of them ('mgpu-learn list' shows them)", cmd)
+	}
+	if l := c.Lesson(a); l != nil {
+		return nil, usageErrorf("%s is a lesson; %s takes an exercise ('mgpu-learn list' shows them)", a, cmd)
+	}
+	if es, err := c.Resolve(a); err == nil && len(es) == 1 {
+		return es[0], nil
+	}
+	return nil, usageErrorf("no exercise %q%s", id, suggestExercise(c, id))
 }
 
 func (a *App) progressOrEmpty() *workspace.Progress {

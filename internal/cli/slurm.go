@@ -73,7 +73,7 @@ func (a *App) checkViaSlurm(ctx context.Context, cmd *cobra.Command, args []stri
 		return false, nil
 	}
 	if j := launch.SlurmFromEnv(os.Environ()); j != nil {
-		return true, usageErrorf("--slurm starts a Slurm job of its own, but this shell is already inside job %s: run 'mgpu-learn check' without --slurm, which starts the ranks as a step of this job", j.JobID)
+		return true, stateErrorf("--slurm starts a Slurm job of its own, but this shell is already inside job %s: run 'mgpu-learn check' without --slurm, which starts the ranks as a step of this job", j.JobID)
 	}
 	srun, err := exec.LookPath("srun")
 	if err != nil {

@@ -27,7 +27,7 @@ func newWatchCmd(app *App) *cobra.Command {
   mgpu-learn watch module0/peer-copy --poll   # network file systems where inotify is silent`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := app.exercise(args[0])
+			e, err := app.exercise(cmd.Name(), args[0])
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/user"
 	"strings"
@@ -99,18 +100,16 @@ func newWorkshopJoinCmd(app *App) *cobra.Command {
 				return usageErrorf("say how the instructor sees you with --name NAME")
 			}
 			c := workshopClient(ws)
-			if _, err := c.Config(); err != nil && !errors.Is(err, client.ErrNotJoined) {
+			if cfg, err := c.Config(); err == nil {
+				return stateErrorf("this workspace is already in class %q at %s: run 'mgpu-learn workshop leave' first", cfg.Class, cfg.URL)
+			} else if !errors.Is(err, client.ErrNotJoined) {
 				fmt.Fprintf(app.Err, "warning: %v; joining replaces it\n", err)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), client.RequestTimeout+5*time.Second)
 			defer cancel()
 			cfg, err := c.Join(ctx, args[0], args[1], name)
 			if err != nil {
-				var se *client.StatusError
-				if errors.As(err, &se) && se.Permanent() {
-					return usageErrorf("joining: %v", err)
-				}
-				return &exitError{code: ExitRunner, err: fmt.Errorf("joining: %v", err)}
+				return joinError(args[0], err)
 			}
 			fmt.Fprintf(app.Out, "Joined class %q at %s as %q.\n", cfg.Class, cfg.URL, cfg.Name)
 			fmt.Fprintln(app.Out, `From now on every 'mgpu-learn check' of your files sends its report to the class:
@@ -125,6 +124,26 @@ verdict, stage, figures, attempt number and a machine summary, not your code. Ad
 	}
 	cmd.Flags().StringVar(&name, "name", "", "how the instructor sees you (default: your user name)")
 	return cmd
+}
+
+// joinError says why joining the class server at rawURL failed, and whose move it is: a server
+// out of reach (exit 3: the address, or this machine's network), a refusal (exit 2: a wrong
+// join code, say), or a server in trouble (exit 4).
+func joinError(rawURL string, err error) error {
+	if u, nerr := client.NormalizeURL(rawURL); nerr == nil {
+		rawURL = u
+	}
+	var se *client.StatusError
+	var ue *neturl.Error
+	switch {
+	case errors.As(err, &se) && se.Permanent():
+		return stateErrorf("the class server at %s refused to let you join: %v", rawURL, err)
+	case errors.As(err, &se):
+		return completeErrorf(ExitRunner, "the class server at %s could not take you in (%v): try again in a minute, and tell your instructor if it goes on", rawURL, err)
+	case errors.As(err, &ue):
+		return completeErrorf(ExitUnsupported, "can't reach the class server at %s (%v): check the address with your instructor, and that this machine can reach it (a VPN or a firewall may be in the way)", rawURL, ue.Err)
+	}
+	return runnerErrorf("joining: %v", err)
 }
 
 // defaultLearnerName is the login name, the only name this machine knows.
@@ -190,7 +209,11 @@ func (a *App) classStatus(ctx context.Context, url, token string, asJSON bool) e
 	if err != nil {
 		var se *client.StatusError
 		if errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden) {
-			return usageErrorf("the class server refused the instructor token: %v", err)
+			return stateErrorf("the class server refused the instructor token: %v", err)
+		}
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			return completeErrorf(ExitUnsupported, "can't reach the class server at %s (%v): check the address (--url or %s), and that this machine can reach it", url, ue.Err, envWorkshopURL)
 		}
 		return &exitError{code: ExitRunner, err: fmt.Errorf("asking %s for the class: %v", url, err)}
 	}

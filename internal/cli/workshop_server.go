@@ -144,7 +144,7 @@ dashboard; the database keeps only the token's hash, so it is shown once, when m
 	open := func(mustExist bool) (*server.Server, error) {
 		if mustExist {
 			if _, err := os.Stat(db); err != nil {
-				return nil, usageErrorf("--db %s: no such file (create a class first with 'mgpu-learn workshop class create --db %s NAME')", db, db)
+				return nil, stateErrorf("--db %s: no such file (create a class first with 'mgpu-learn workshop class create --db %s NAME')", db, db)
 			}
 		}
 		s, err := server.Open(server.Config{DB: db})
@@ -168,7 +168,7 @@ dashboard; the database keeps only the token's hash, so it is shown once, when m
 			c, err := s.CreateClass(args[0])
 			if err != nil {
 				if errors.Is(err, server.ErrClassName) {
-					return usageErrorf("%v", err)
+					return stateErrorf("%v", err)
 				}
 				return runnerErrorf("creating the class: %v", err)
 			}
