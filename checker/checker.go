@@ -318,7 +318,7 @@ func (k *check) environment(buildOnly bool) bool {
 	unmet = dedupe(unmet)
 	if len(unmet) > 0 {
 		var b strings.Builder
-		b.WriteString("This machine cannot run this exercise. It needs:\n")
+		b.WriteString("This machine cannot run this exercise:\n")
 		for _, u := range unmet {
 			fmt.Fprintf(&b, "  - %s\n", u)
 		}

@@ -42,8 +42,12 @@ func (c *Checker) crossCheck(ctx context.Context, t Target, r *Report) *Report {
 		r.Notes = append(r.Notes, fmt.Sprintf("also correct with %d ranks on the CPU (the cross-check)", CrossRanks))
 		return r
 	case Failed:
-		r2.Notes = append([]string{fmt.Sprintf("correct with %d ranks, wrong with %d (the cross-check, on the CPU): with two ranks a rank's left and right neighbours are the same rank, so code that mixes up directions, sources or destinations passes there",
-			len(r.Run.Ranks), CrossRanks)}, r2.Notes...)
+		first := fmt.Sprintf("%d ranks", len(r.Run.Ranks))
+		if len(r.Run.Ranks) == 1 {
+			first = "1 rank"
+		}
+		r2.Notes = append([]string{fmt.Sprintf("correct with %s, wrong with %d (the cross-check, on the CPU): with one or two ranks there is no third rank, and a rank's left and right neighbours are the same rank, so code that mixes up directions, sources or destinations, or communicates nothing, passes there",
+			first, CrossRanks)}, r2.Notes...)
 		r2.Duration += r.Duration
 		return r2
 	default:

@@ -130,13 +130,19 @@ func (k *check) runAll(ctx context.Context, prog *program) {
 		}
 		if !k.perfJudged() {
 			k.start(StagePerformance)
-			why := "not judged: performance is only judged on a GPU machine (--perf)"
-			if k.e.Perf == nil {
-				why = "this exercise has no performance target"
+			why, note := "this exercise has no performance target", ""
+			switch {
+			case k.e.Perf == nil:
+			case k.c.Env.GPUCount() == 0 || k.c.CPUOnly:
+				why = "not judged: timings are judged only on a machine with GPUs"
+				note = "Correct, but the speed was not judged: timings are judged only on a machine with GPUs."
+			default:
+				why = "not judged: performance was turned off (--no-perf)"
+				note = "Correct, but the speed was not judged (--no-perf)."
 			}
 			k.done(StagePerformance, StatusSkipped, why)
-			if k.e.Perf != nil {
-				k.rep.Notes = append(k.rep.Notes, "Performance was not judged in this check: "+why+".")
+			if note != "" {
+				k.rep.Notes = append(k.rep.Notes, note)
 			}
 			k.rep.Stage = StageCorrectness
 			k.rep.Headline = passedHeadline(k.rep.Cases, len(rr.records), k.e.Perf != nil)
@@ -490,9 +496,13 @@ func (k *check) checkRun(rr *runResult) bool {
 		if loc != "" {
 			at = " at " + loc
 		}
-		headline := fmt.Sprintf("rank %d: %s failed%s: %s", r, call, at, er.Msg)
+		failed := call + " failed"
+		if strings.HasPrefix(er.Msg, er.Call+":") {
+			failed = "uncaught exception" // Python: the message starts with the exception's name
+		}
+		headline := fmt.Sprintf("rank %d: %s%s: %s", r, failed, at, er.Msg)
 		var b strings.Builder
-		fmt.Fprintf(&b, "Rank %d stopped: %s failed%s", r, call, at)
+		fmt.Fprintf(&b, "Rank %d stopped: %s%s", r, failed, at)
 		if er.Code != 0 {
 			fmt.Fprintf(&b, " (code %d)", er.Code)
 		}

@@ -64,7 +64,7 @@ whose fault it is.
 			return app.runChecks(cmd.Context(), args[0], o, false)
 		},
 	}
-	addCheckFlags(cmd, &o)
+	addCheckFlags(cmd, &o, "check")
 	addSlurmFlags(cmd, &so)
 	cmd.Flags().BoolVar(&o.NoPerf, "no-perf", false, "skip the performance stage")
 	cmd.Flags().IntVar(&o.Ranks, "ranks", 0, "run with `N` ranks instead of the exercise's default")
@@ -85,15 +85,16 @@ func newBuildCmd(app *App) *cobra.Command {
 			return app.runChecks(cmd.Context(), args[0], o, true)
 		},
 	}
-	addCheckFlags(cmd, &o)
+	addCheckFlags(cmd, &o, "build")
 	return cmd
 }
 
-func addCheckFlags(cmd *cobra.Command, o *checkOptions) {
+// addCheckFlags adds the flags check and build share; verb is the command's ("check", "build").
+func addCheckFlags(cmd *cobra.Command, o *checkOptions, verb string) {
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the reports as JSON (docs/report-schema.md)")
 	cmd.Flags().StringVar(&o.JUnit, "junit", "", "also write a JUnit XML report to `FILE` (for autograders)")
-	cmd.Flags().BoolVar(&o.Solution, "solution", false, "check the course's reference solution instead of your files")
-	cmd.Flags().StringVar(&o.Variant, "variant", "", "check the course's variant `NAME` (course authors)")
+	cmd.Flags().BoolVar(&o.Solution, "solution", false, verb+" the course's reference solution instead of your files")
+	cmd.Flags().StringVar(&o.Variant, "variant", "", verb+" the course's variant `NAME` (course authors)")
 	cmd.Flags().BoolVar(&o.Rebuild, "rebuild", false, "ignore the build cache")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show every stage's detail and the ranks' output")
 }
