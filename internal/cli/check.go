@@ -402,6 +402,8 @@ func (a *App) recordAttempt(ws *workspace.Workspace, e *course.Exercise, r *chec
 		at := workspace.Attempt{
 			Time: time.Now(), Target: "yours", Verdict: r.Verdict, Stage: r.Stage,
 			Headline: headline(r), DurationMS: time.Duration(r.Duration).Milliseconds(),
+			// Passed, but the speed target was never judged: correct, not passed.
+			SpeedUnjudged: r.Verdict == checker.Passed && e.Perf != nil && r.Stage != checker.StagePerformance,
 		}
 		ep.Record(at)
 		if r.Verdict == checker.Passed {

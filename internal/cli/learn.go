@@ -25,6 +25,7 @@ import (
 const (
 	statusNotStarted = "not started"
 	statusAttempted  = "attempted"
+	statusCorrect    = "correct, speed not judged"
 	statusPassed     = "passed"
 )
 
@@ -497,7 +498,9 @@ func newSolutionCmd(app *App) *cobra.Command {
 			passed := false
 			if werr == nil {
 				p, _, _ := w.LoadProgress()
-				passed = p != nil && exerciseStatus(p, e.ID) == statusPassed
+				// Correct code whose speed was never judged (no GPU here) unlocks it too.
+				st := exerciseStatus(p, e.ID)
+				passed = p != nil && (st == statusPassed || st == statusCorrect)
 			}
 			if !passed && !force {
 				return stateErrorf("you haven't passed %s yet; the solution unlocks when you do (or use --force)", e.ID)
@@ -763,6 +766,8 @@ func exerciseStatus(p *workspace.Progress, id string) string {
 	switch p.Exercises[id].Status {
 	case "passed":
 		return statusPassed
+	case "correct":
+		return statusCorrect
 	case "attempted":
 		return statusAttempted
 	}

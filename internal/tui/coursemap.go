@@ -146,11 +146,19 @@ func (m *mapView) keyMap() keyMap {
 	}
 }
 
+// solutionOpen: the reference solution may be shown (the learner's files passed, or were
+// correct where the speed could not be judged).
+func solutionOpen(status string) bool {
+	return status == workspace.StatusPassed || status == workspace.StatusCorrect
+}
+
 // statusMark is an exercise's status as one symbol and a word.
 func statusMark(status string) (string, string) {
 	switch status {
 	case workspace.StatusPassed:
 		return "✓", "passed"
+	case workspace.StatusCorrect:
+		return "◐", "correct, speed not judged"
 	case workspace.StatusAttempted:
 		return "●", "attempted"
 	}

@@ -344,7 +344,7 @@ func (x *exerciseView) Update(msg tea.Msg) tea.Cmd {
 		x.confirmReset = true
 		x.layout()
 	case key.Matches(k, keys.Solution):
-		if x.s.exerciseProgress(e).Status != workspace.StatusPassed {
+		if !solutionOpen(x.s.exerciseProgress(e).Status) {
 			x.s.flashInfo("The solution opens once your files pass the check.")
 			return nil
 		}
@@ -470,7 +470,7 @@ func (x *exerciseView) keyMap() keyMap {
 		return keyMap{short: []key.Binding{keys.Yes, keys.No}}
 	}
 	short := []key.Binding{keys.Edit, keys.Check, keys.Hint, keys.Reset}
-	if x.s.exerciseProgress(x.e).Status == workspace.StatusPassed {
+	if solutionOpen(x.s.exerciseProgress(x.e).Status) {
 		short = append(short, keys.Solution)
 	}
 	short = append(short, keys.Watch, keys.Back, keys.Help)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mgpu-learn/mgpu-learn/checker"
 	"github.com/mgpu-learn/mgpu-learn/internal/course"
-	"github.com/mgpu-learn/mgpu-learn/internal/workspace"
 )
 
 // resultView shows a finished check: the verdict stage by stage, the correctness and timing
@@ -61,7 +60,7 @@ func (v *resultView) Update(msg tea.Msg) tea.Cmd {
 		// These act on the exercise: hand them to its view.
 		return msgCmd(exerciseKeyMsg{k})
 	case key.Matches(k, keys.Solution):
-		if v.s.exerciseProgress(v.e).Status != workspace.StatusPassed {
+		if !solutionOpen(v.s.exerciseProgress(v.e).Status) {
 			v.s.flashInfo("The solution opens once your files pass the check.")
 			return nil
 		}
@@ -80,7 +79,7 @@ func (v *resultView) Update(msg tea.Msg) tea.Cmd {
 
 func (v *resultView) keyMap() keyMap {
 	short := []key.Binding{withHelp(keys.Check, "c", "check again"), keys.Edit, keys.Watch}
-	if v.e != nil && v.s.exerciseProgress(v.e).Status == workspace.StatusPassed {
+	if v.e != nil && solutionOpen(v.s.exerciseProgress(v.e).Status) {
 		short = append(short, keys.Solution)
 	}
 	short = append(short, keys.Down, keys.Back, keys.Help)

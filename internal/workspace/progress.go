@@ -24,7 +24,10 @@ const MaxAttempts = 50
 const (
 	StatusNotStarted = "not_started"
 	StatusAttempted  = "attempted"
-	StatusPassed     = "passed"
+	// StatusCorrect: the learner's code passed every correctness case, but the exercise's
+	// speed target was never judged (a machine without GPUs, or --no-perf). Not a pass.
+	StatusCorrect = "correct"
+	StatusPassed  = "passed"
 )
 
 // Attempt targets: the learner's files or the reference solution.
@@ -55,7 +58,7 @@ type Progress struct {
 
 // ExerciseProgress is the record of one exercise.
 type ExerciseProgress struct {
-	Status string `json:"status"` // StatusNotStarted, StatusAttempted or StatusPassed
+	Status string `json:"status"` // StatusNotStarted, StatusAttempted, StatusCorrect or StatusPassed
 	// Attempts are the newest MaxAttempts checks, oldest first.
 	Attempts   []Attempt `json:"attempts,omitempty"`
 	HintsShown int       `json:"hints_shown,omitempty"`
@@ -74,6 +77,9 @@ type Attempt struct {
 	Stage      string             `json:"stage,omitempty"`
 	Headline   map[string]float64 `json:"headline,omitempty"`
 	DurationMS int64              `json:"duration_ms"`
+	// SpeedUnjudged: a passing check of an exercise with a speed target that did not judge the
+	// speed (StatusCorrect).
+	SpeedUnjudged bool `json:"speed_unjudged,omitempty"`
 }
 
 // Prediction is the learner's guess of a figure before a run, and what was measured.
@@ -108,7 +114,8 @@ func (p *Progress) Status(id string) string {
 }
 
 // Record adds an attempt (stamped now if it has no time) and updates the status: a check of the
-// learner's files makes the exercise attempted, or passed when it passed; passed stays passed.
+// learner's files makes the exercise attempted, correct when it passed without its speed being
+// judged, or passed when it passed; passed stays passed, correct stays at least correct.
 // Checks of the solution change no status.
 func (ep *ExerciseProgress) Record(a Attempt) {
 	if a.Time.IsZero() {
@@ -121,9 +128,12 @@ func (ep *ExerciseProgress) Record(a Attempt) {
 	if a.Target != TargetYours || ep.Status == StatusPassed {
 		return
 	}
-	if a.Verdict == VerdictPassed {
+	switch {
+	case a.Verdict == VerdictPassed && !a.SpeedUnjudged:
 		ep.Status = StatusPassed
-	} else {
+	case a.Verdict == VerdictPassed:
+		ep.Status = StatusCorrect
+	case ep.Status != StatusCorrect:
 		ep.Status = StatusAttempted
 	}
 }
@@ -277,7 +287,7 @@ func (p *Progress) normalize() {
 			continue
 		}
 		switch ep.Status {
-		case StatusNotStarted, StatusAttempted, StatusPassed:
+		case StatusNotStarted, StatusAttempted, StatusCorrect, StatusPassed:
 		default:
 			ep.Status = StatusNotStarted
 			if len(ep.Attempts) > 0 {

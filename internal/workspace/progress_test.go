@@ -100,6 +100,25 @@ func TestProgressRoundTrip(t *testing.T) {
 	}
 }
 
+// A pass whose speed was never judged is "correct", not passed; it survives a failure and
+// becomes passed with a judged pass.
+func TestStatusCorrect(t *testing.T) {
+	ep := &ExerciseProgress{Status: StatusNotStarted}
+	ep.Record(Attempt{Target: TargetYours, Verdict: VerdictPassed, SpeedUnjudged: true})
+	if ep.Status != StatusCorrect {
+		t.Fatalf("status %s after a pass without its speed judged", ep.Status)
+	}
+	ep.Record(Attempt{Target: TargetYours, Verdict: "failed"})
+	if ep.Status != StatusCorrect {
+		t.Errorf("correct did not stick after a failure: %s", ep.Status)
+	}
+	ep.Record(Attempt{Target: TargetYours, Verdict: VerdictPassed})
+	ep.Record(Attempt{Target: TargetYours, Verdict: VerdictPassed, SpeedUnjudged: true})
+	if ep.Status != StatusPassed {
+		t.Errorf("a judged pass: %s", ep.Status)
+	}
+}
+
 func TestStatusRules(t *testing.T) {
 	ep := &ExerciseProgress{Status: StatusNotStarted}
 	ep.Record(Attempt{Target: TargetSolution, Verdict: VerdictPassed})
