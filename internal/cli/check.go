@@ -175,7 +175,17 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 		}
 		reports = append(reports, r)
 		if !o.JSON {
-			checker.WriteText(a.Out, []*checker.Report{r}, checker.TextOptions{Color: !a.plain(), Verbose: o.Verbose})
+			if len(exs) > 1 && r.Verdict == checker.Refused && !o.Verbose {
+				// A module or the course on a machine that cannot run much of it: one line
+				// each ('mgpu-learn doctor' and -v have the details), not a page each.
+				line := fmt.Sprintf("%-12s %s: %s", "REFUSED", e.ID, r.Headline)
+				if w := 118; len([]rune(line)) > w {
+					line = string([]rune(line)[:w-1]) + "…"
+				}
+				fmt.Fprintln(a.Out, line)
+			} else {
+				checker.WriteText(a.Out, []*checker.Report{r}, checker.TextOptions{Color: !a.plain(), Verbose: o.Verbose})
+			}
 		}
 		if ctx.Err() != nil {
 			break
@@ -201,6 +211,12 @@ func (a *App) runChecks(ctx context.Context, arg string, o checkOptions, buildOn
 	}
 	if len(reports) > 1 && !o.JSON {
 		summarize(a, reports)
+		for _, r := range reports {
+			if r.Verdict == checker.Refused && !o.Verbose {
+				fmt.Fprintln(a.Out, "What this machine lacks, exercise by exercise: mgpu-learn doctor (or check -v for each refusal in full).")
+				break
+			}
+		}
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(a.Err, "Interrupted: every rank was stopped.")
