@@ -235,13 +235,15 @@ func (a *App) showMarkdown(c *course.Course, id string, page int, whole bool) (s
 		}
 		p := pages[page-1]
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s\n\n---\n*%s — page %d of %d: %s. ", p.Markdown, m.ID, page, len(pages), p.Lesson.Title)
+		// No emphasis around the footer: a title's underscores (init_process_group) would
+		// pair up with it and print as stray asterisks where there is no color.
+		fmt.Fprintf(&b, "%s\n\n---\n%s — page %d of %d: %s. ", p.Markdown, m.ID, page, len(pages), mdLiteral(p.Lesson.Title))
 		if page < len(pages) {
 			fmt.Fprintf(&b, "Next: `mgpu-learn show %s --page %d`", m.ID, page+1)
 		} else if len(m.Exercises) > 0 {
 			fmt.Fprintf(&b, "Now try `mgpu-learn show %s`", m.Exercises[0].ID)
 		}
-		b.WriteString("*\n")
+		b.WriteString("\n")
 		a.rememberPage(m.ID, page)
 		return b.String(), nil
 	}
@@ -791,3 +793,9 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// mdLiteral makes text literal in Markdown: its emphasis and code characters escaped.
+func mdLiteral(text string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`").Replace(text)
+}
+

@@ -203,3 +203,11 @@ func TestWorkshopJoinUnreachableOrAlreadyJoined(t *testing.T) {
 		t.Errorf("join twice: exit %d\n%s", code, e)
 	}
 }
+
+// A lesson title in a page's footer stays literal: its underscores and asterisks are escaped,
+// so they cannot pair up as emphasis (init_process_group printed as init_**process_**group).
+func TestFooterTitleLiteral(t *testing.T) {
+	if got, want := mdLiteral("init_process_group, *x* and `y`"), "init\\_process\\_group, \\*x\\* and \\`y\\`"; got != want {
+		t.Errorf("mdLiteral = %q, want %q", got, want)
+	}
+}
