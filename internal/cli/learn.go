@@ -798,4 +798,3 @@ func writeJSON(w io.Writer, v any) error {
 func mdLiteral(text string) string {
 	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`").Replace(text)
 }
-
