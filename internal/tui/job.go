@@ -57,6 +57,7 @@ type runState struct {
 	run      int // 1-based run number; 0 before the first run
 	runDir   string
 	ranks    []rankRow
+	cross    int // the ranks of the CPU cross-check once it started (checker.CrossCheck); 0 before
 }
 
 func newRunState(e *course.Exercise, now time.Time) runState {
@@ -101,6 +102,12 @@ func (s *runState) apply(ev checker.Event, now time.Time) {
 	case checker.BuildLine:
 		s.buildN++
 		s.build = appendKeep(s.build, cleanLine(ev.Line), buildKeep)
+	case checker.CrossCheckStarted:
+		// The first check got past correctness; the same stages run again, on the CPU.
+		s.cross = ev.Ranks
+		for i := range s.stages {
+			s.stages[i] = stageRow{name: s.stages[i].name}
+		}
 	case checker.RunStarted:
 		s.run, s.runDir = ev.Run, ev.Dir
 		s.ranks = s.ranks[:0]

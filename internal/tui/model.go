@@ -526,6 +526,9 @@ func (m *model) crumb() string {
 	case screenExercise:
 		return "exercise " + m.ex.e.ID
 	case screenRun:
+		if m.run.st.cross > 0 {
+			return fmt.Sprintf("cross-checking %s with %d ranks on the CPU", m.run.st.exercise, m.run.st.cross)
+		}
 		return "checking " + m.run.st.exercise
 	case screenResult:
 		return "result of " + m.res.r.Exercise

@@ -266,6 +266,18 @@ func TestCheckEventsUpdateRankRows(t *testing.T) {
 	}
 }
 
+// The cross-check's start resets the stage rows (its own stages follow) and is remembered for
+// the screen's title.
+func TestRunStateCrossCheck(t *testing.T) {
+	c := loadTestCourse(t)
+	st := newRunState(c.Exercise("module0/allreduce"), t0)
+	st.apply(checker.StageDone{Stage: checker.StageRun, Status: "ok", Duration: time.Second}, t0)
+	st.apply(checker.CrossCheckStarted{Ranks: 3}, t0)
+	if st.cross != 3 || st.stage(checker.StageRun).status != "" || st.stage(checker.StageRun).dur != 0 {
+		t.Fatalf("after the cross-check started: cross %d, run row %+v", st.cross, *st.stage(checker.StageRun))
+	}
+}
+
 func TestRunStateFoldsEvents(t *testing.T) {
 	c := loadTestCourse(t)
 	st := newRunState(c.Exercise("module0/allreduce"), t0)
