@@ -97,6 +97,23 @@ elif what == "tol":
     want = torch.tensor([1.0, 2.0, 3.0, 4.0])
     r = h.compare(want + torch.tensor([0.5, 0.0, 0.0, 2.0]), want, tol=torch.tensor([1.0, 0.0, 0.0, 1.0]))
     h.record_case("a", r.bad == 1 and r.first[0]["i"] == 3, n=1)
+elif what == "census":
+    # Every route a collective can take is counted, each call once, with its bytes.
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as fc
+    h.init_process_group()
+    t = torch.ones(8)
+    with h.count_collectives() as seen:
+        dist.all_reduce(t)                                  # ProcessGroup method, dispatcher op
+        dist.all_gather_into_tensor(torch.empty(8), t)      # another kind
+        fc.all_reduce(t, "sum", dist.group.WORLD) + 1       # a functional collective
+        dist.group.WORLD._get_backend(torch.device("cpu")).broadcast([t]).wait()  # no dispatcher
+    dist.all_reduce(t)                                      # after the block: not counted
+    got = [(c.kind, c.bytes) for c in seen]
+    want = [("all_reduce", 32), ("all_gather", 32), ("all_reduce", 32), ("broadcast", 32)]
+    h.record_case("a", got == want, n=1, msg=str(got))
+elif what == "meta":
+    h.check_equal("a", torch.empty(4, device="meta"), torch.zeros(4))
 elif what == "inf":
     h.check_equal("a", torch.tensor([float("inf"), float("-inf"), 0.0, 0.0]), torch.zeros(4))
 sys.exit(h.finish())
@@ -146,6 +163,9 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"inf", "done", `"got":"-inf"`, 0},
 		{"p2pop", "done", "", 0},
 		{"tol", "done", `"ok":true`, 0}, // a tolerance per element
+		{"census", "done", `"ok":true`, 0}, // h.count_collectives
+		// A result with no values to read is a wrong result with its reason, not a crash.
+		{"meta", "done", "a meta tensor", 0},
 		// The run-time policy (audit hook): routes the static policy would refuse, taken anyway.
 		{"peek", "done", `"ok":true`, 0}, // the driver's globals and the harness are out of sys.modules
 		{"unpickle", "error", "pickle.find_class", 1},

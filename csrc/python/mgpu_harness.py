@@ -45,7 +45,8 @@ import torch.distributed as dist
 
 import mgpu_policy
 
-__all__ = ["init", "Harness", "Result", "Call", "PolicyViolation", "HARNESS_VERSION"]
+__all__ = ["init", "Harness", "Result", "Call", "Collective", "Unreadable", "PolicyViolation",
+           "HARNESS_VERSION"]
 
 HARNESS_VERSION = "py/1"
 
@@ -203,6 +204,8 @@ class _Channel:
                     return (tag, None)
                 if meta["k"] == "v":
                     return (tag, ("v", meta["v"]))
+                if meta["k"] == "x":
+                    return (tag, ("v", Unreadable(meta["why"])))
                 # Neither a tensor nor a value: an object of a class of the same name.
                 kind = type(str(meta["name"]), (), {"__module__": str(meta["module"])})
                 return (tag, ("v", kind()))
@@ -640,13 +643,111 @@ class _Interceptor:
             with self.lock:
                 for names, calls in self.counters:
                     if dotted in names:
-                        calls.append(Call(dotted, args, kwargs))
+                        call = Call(dotted, args, kwargs)
+                        if callable(calls):  # a sink that decides what to keep
+                            calls(call)
+                        else:
+                            calls.append(call)
 
     def original(self, dotted):
         if dotted in self.originals:
             return self.originals[dotted]
         loc = _resolve(dotted)
         return getattr(*loc) if loc else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Collective census: every collective this process launches, whatever route starts it
+
+
+# Methods of a process group (and of its backend object) that move data between ranks.
+_COLLECTIVE_METHODS = ("allreduce", "allreduce_coalesced", "reduce", "broadcast", "allgather",
+                       "allgather_coalesced", "_allgather_base", "allgather_into_tensor_coalesced",
+                       "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced",
+                       "alltoall", "alltoall_base", "gather", "scatter", "send", "recv",
+                       "recv_anysource", "barrier", "monitored_barrier")
+# The dispatcher's namespaces of collective ops: every ProcessGroup method, the functional
+# collectives and DTensor's redistributions end in one of their ops.
+_COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional")
+_CENSUS_SKIP = ("wraptensorautograd", "aretracing")
+
+
+@dataclass
+class Collective:
+    """One collective seen by Harness.count_collectives.
+
+    kind: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather,
+    scatter, send, recv, barrier, wait (a functional collective's wait_tensor), or the op's own
+    name for one not in this list. via: the op or method it was seen as. bytes: the largest
+    total size of one of its tensor arguments (a list of tensors counts as their sum), read when
+    the call was made."""
+
+    kind: str
+    via: str
+    bytes: int
+    t: float = field(default_factory=time.perf_counter)
+
+
+def _collective_kind(name):
+    """The kind of a collective from an op or method name (allreduce_, _allgather_base_, ...)."""
+    s = name.rsplit(".", 1)[-1].replace("_", "").lower()
+    if s.startswith("allreduce"):
+        return "all_reduce"
+    if "reducescatter" in s:
+        return "reduce_scatter"
+    for prefix, kind in (("allgather", "all_gather"), ("alltoall", "all_to_all"),
+                         ("broadcast", "broadcast"), ("reduce", "reduce"), ("gather", "gather"),
+                         ("scatter", "scatter"), ("send", "send"), ("recv", "recv"),
+                         ("wait", "wait")):
+        if s.startswith(prefix):
+            return kind
+    if "barrier" in s:
+        return "barrier"
+    return s
+
+
+def _tensor_bytes(x):
+    """Bytes of a tensor, or of the tensors in a (nested) list or tuple; 0 for anything else."""
+    if isinstance(x, torch.Tensor):
+        try:
+            return x.numel() * x.element_size()
+        except (RuntimeError, TypeError, NotImplementedError):
+            return 0
+    if isinstance(x, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in x)
+    return 0
+
+
+def _arg_bytes(args, kwargs):
+    return max([_tensor_bytes(a) for a in list(args) + list(kwargs.values())], default=0)
+
+
+_python_dispatch = None
+
+
+def _census_mode_class():
+    """A TorchDispatchMode that records the collective ops dispatched while it is active (made
+    on first use: torch.utils._python_dispatch is torch's, imported by torch itself)."""
+    global _python_dispatch
+    if _python_dispatch is None:
+        _python_dispatch = importlib.import_module("torch.utils._python_dispatch")
+
+        class _CensusMode(_python_dispatch.TorchDispatchMode):
+            def __init__(self, sink):
+                super().__init__()
+                self.sink = sink
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if getattr(func, "namespace", "") in _COLLECTIVE_NAMESPACES:
+                    name = str(func)
+                    if name.split(".")[1].replace("_", "") not in _CENSUS_SKIP:
+                        self.sink(Collective(_collective_kind(name.split(".")[1]), name,
+                                             _arg_bytes(args, kwargs)))
+                return func(*args, **kwargs)
+
+        _python_dispatch.census_mode = _CensusMode
+    return _python_dispatch.census_mode
 
 
 # ---------------------------------------------------------------------------------------------
@@ -885,14 +986,62 @@ def _memory(t):
     return memoryview((ctypes.c_char * nbytes).from_address(t.data_ptr())).cast("B")
 
 
+class Unreadable:
+    """An output whose values cannot be read (a meta or sparse tensor, a quantized one...): what
+    the verifier receives in its place, and what a driver may hand over when reading the
+    learner's result failed. compare() reports it as a wrong result, saying why."""
+
+    def __init__(self, why):
+        self.why = str(why)[:400]
+
+    def __repr__(self):
+        return f"Unreadable({self.why!r})"
+
+
+def _unreadable(obj):
+    """Why a tensor's values cannot be read as a dense array of numbers (None when they can)."""
+    if isinstance(obj, Unreadable):
+        return obj.why
+    if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+        return None
+    try:
+        if obj.is_meta:
+            return "a meta tensor: it has a shape and a dtype but no data"
+        if obj.layout != torch.strided:
+            return (f"a tensor of layout {obj.layout} (sparse or packed), not a dense one: "
+                    "return a dense tensor (to_dense())")
+        if obj.is_quantized:
+            return f"a quantized tensor ({obj.dtype}), not the values themselves"
+        if obj.is_nested:
+            return "a nested tensor, not a dense one"
+        if obj.device.type not in ("cpu", "cuda"):
+            return f"a tensor on device {obj.device}, which the check cannot read"
+        dt = obj.dtype
+        if not (dt.is_floating_point or dt.is_complex or dt == torch.bool):
+            torch.iinfo(dt)  # an integer type, or TypeError
+    except (TypeError, ValueError):
+        return f"a tensor of dtype {obj.dtype}, which holds no numbers the check can read"
+    except (RuntimeError, NotImplementedError, AttributeError) as e:
+        return f"a tensor that cannot be read ({type(e).__name__}: {e})"
+    return None
+
+
 def _pack(obj):
     """An output for the verifier: a JSON line saying what it is, then, for a tensor, its bytes
-    (a view of its memory, not a copy). Returns the parts to send."""
-    if type(obj) in (torch.Tensor, torch.nn.Parameter):
-        t = obj.detach().to("cpu").contiguous()
-        meta = {"k": "t", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
-        head = json.dumps(meta).encode() + b"\n"
-        return [head, _memory(t) if t.numel() else b""], t  # t keeps the memory alive
+    (a view of its memory, not a copy). Returns the parts to send. A tensor whose values
+    cannot be read (meta, sparse, quantized, ...) goes as an Unreadable, with the reason."""
+    why = _unreadable(obj)
+    if why is None and type(obj) in (torch.Tensor, torch.nn.Parameter):
+        try:
+            t = obj.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+            meta = {"k": "t", "dtype": str(t.dtype).removeprefix("torch."),
+                    "shape": list(t.shape)}
+            head = json.dumps(meta).encode() + b"\n"
+            return [head, _memory(t) if t.numel() else b""], t  # t keeps the memory alive
+        except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+            why = f"a tensor that cannot be read ({type(e).__name__}: {e})"
+    if why is not None:
+        return [json.dumps({"k": "x", "why": why}).encode() + b"\n"], None
     try:
         return [json.dumps({"k": "v", "v": obj}, allow_nan=True).encode() + b"\n"], None
     except (TypeError, ValueError):
@@ -1262,6 +1411,52 @@ class Harness:
             with self._icpt.lock:
                 self._icpt.counters.remove(entry)
 
+    @contextlib.contextmanager
+    def count_collectives(self):
+        """Records every collective launched while the block runs, by anyone in this process,
+        whatever route started it, and yields the list of Collective records, filled as calls
+        happen. Every ProcessGroup method, the functional collectives, DTensor and the object
+        collectives end in an op of the dispatcher's c10d namespaces, which a TorchDispatchMode
+        sees (it follows autograd into its worker threads); a process group's methods called
+        where that mode is not active (a thread of a Future's callback) and its backend
+        object's methods, which bypass the dispatcher, are seen by wrappers. One call is one
+        record. Drivers use it to require what an exercise asks (buckets reduced by all-reduce,
+        exactly one all-reduce per forward) whatever else the learner's code launches."""
+        found = []
+        lock = threading.Lock()
+        mode_cls = _census_mode_class()
+
+        def add(c):
+            with lock:
+                found.append(c)
+
+        mode = mode_cls(add)
+
+        def from_wrapper(call):
+            if call.name.startswith("ProcessGroup.") and any(
+                    m is mode for m in _python_dispatch._get_current_dispatch_mode_stack()):
+                return  # the dispatcher shows it to the mode
+            method = call.name.split(".", 1)[1]
+            add(Collective(_collective_kind(method), call.name,
+                           _arg_bytes(call.args[1:], call.kwargs)))
+
+        routes = set()
+        for owner in ("ProcessGroup", "Backend"):
+            for m in _COLLECTIVE_METHODS:
+                if self._icpt.install(f"{owner}.{m}"):
+                    routes.add(f"{owner}.{m}")
+        self._icpt.rebind_torch()
+        self._icpt.rebind_aliases(self._learner_modules)
+        entry = (routes, from_wrapper)
+        with self._icpt.lock:
+            self._icpt.counters.append(entry)
+        try:
+            with mode:
+                yield found
+        finally:
+            with self._icpt.lock:
+                self._icpt.counters.remove(entry)
+
     def real(self, dotted):
         """The original (unwrapped) function, for the harness's and drivers' own use."""
         return self._icpt.original(dotted)
@@ -1417,9 +1612,18 @@ class Harness:
         """Compares every element of got with want: ok where |got - want| <= tol + rtol*|want|
         (or both NaN); tol may be a tensor of want's shape, a tolerance per element. Elements of
         got that still hold the poison value where want does not are counted apart, as
-        unwritten. Returns a Result; writes nothing (see record)."""
-        res = Result(n if n is not None else got.numel())
+        unwritten. A got whose values cannot be read (a meta, sparse or quantized tensor, an
+        Unreadable from the rank) is one wrong element, with the reason in the message. Returns
+        a Result; writes nothing (see record)."""
         plain = (torch.Tensor, torch.nn.Parameter)
+        why = _unreadable(got)
+        if why is not None:
+            res = Result(n if n is not None else 1)
+            res.msg_parts.append(f"the result is {why}")
+            res.bad = 1
+            res.checked = 1
+            return res
+        res = Result(n if n is not None else got.numel() if type(got) in plain else 1)
         if type(got) not in plain or type(want) not in plain:
             bad = got if type(got) not in plain else want
             res.msg_parts.append(f"the result is a {type(bad).__module__}.{type(bad).__qualname__}, "
