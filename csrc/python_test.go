@@ -162,7 +162,7 @@ func TestPythonHarnessGuards(t *testing.T) {
 		// Infinities in a result are reported as mismatches (they once crashed the formatting).
 		{"inf", "done", `"got":"-inf"`, 0},
 		{"p2pop", "done", "", 0},
-		{"tol", "done", `"ok":true`, 0}, // a tolerance per element
+		{"tol", "done", `"ok":true`, 0},    // a tolerance per element
 		{"census", "done", `"ok":true`, 0}, // h.count_collectives
 		// A result with no values to read is a wrong result with its reason, not a crash.
 		{"meta", "done", "a meta tensor", 0},
