@@ -8,11 +8,19 @@ most of them tiny (biases, layer norms), sit beside a few large ones.
 
 Checks, per case and iteration: every element of every gradient (exact: inputs are the world
 size times numbers in steps of 1/1024, so means are exact in float32 but not in float16); the
-all-reduce calls, counted on every route (dist.all_reduce, the process group's and its backend's
-methods, the functional collectives): at most as many as filling buckets in order would need,
-none larger than the bucket limit unless it is exactly one oversized gradient. The bucket limit
-is 3/4 of the first gradient (the embedding), capped at 25 MiB, so the oversized path is taken on
-every case.
+all-reduce calls: at most as many as filling buckets in order would need, none larger than the
+bucket limit unless it is exactly one oversized gradient; and no collective but all-reduce at
+all (barriers aside). The bucket limit is 3/4 of the first gradient (the embedding), capped at
+25 MiB, so the oversized path is taken on every case.
+
+Every collective the learner's call launches is counted, whatever route starts it
+(h.count_collectives: the dispatcher's c10d ops, which every ProcessGroup method, dist.*
+function, object collective, functional collective and DTensor redistribution ends in, and the
+backend object's methods, which bypass the dispatcher), each with its bytes read when it was
+launched. Counting only the all-reduce routes let a red-team variant pass with one
+all_gather_into_tensor per gradient and a local sum: 0 all-reduces is never more than the
+buckets allow. Now any other collective fails the case, so the gradients can only travel in
+the all-reduces whose number and sizes are checked (variant per-tensor-gather).
 
 Performance (GPU): time of average_gradients against one all_reduce (+ divide) per tensor.
 Then "after-timing": new gradients in the timed tensors, one more call, checked, so a function
@@ -57,24 +65,19 @@ def next_fit_buckets(nbytes, limit):
     return count
 
 
-# Every place an all-reduce can be started from Python, and where its tensors are: dist.all_reduce
-# ends in ProcessGroup.allreduce; the functional collectives in torch.ops._c10d_functional.
-ALL_REDUCE_ROUTES = ["ProcessGroup.allreduce", "torch._C._distributed_c10d.Backend.allreduce",
-                     "torch.ops._c10d_functional.all_reduce",
-                     "torch.ops._c10d_functional.all_reduce_",
-                     "torch.ops._c10d_functional.all_reduce_coalesced",
-                     "torch.ops._c10d_functional.all_reduce_coalesced_",
-                     "torch.ops.c10d.allreduce_"]
+# Collectives that carry no gradients: a barrier, a functional collective's wait.
+HARMLESS = ("barrier", "wait")
 
 
-def call_bytes(call):
-    """Bytes reduced by one counted call: its first tensor argument, or list of tensors."""
-    for a in list(call.args) + list(call.kwargs.values()):
-        if isinstance(a, torch.Tensor):
-            return a.numel() * a.element_size()
-        if isinstance(a, (list, tuple)) and a and all(isinstance(x, torch.Tensor) for x in a):
-            return sum(x.numel() * x.element_size() for x in a)
-    return 0
+def others_of(census):
+    """{kind: [calls, bytes]} of the collectives other than all-reduce in a census."""
+    out = {}
+    for c in census:
+        if c.kind != "all_reduce" and c.kind not in HARMLESS:
+            e = out.setdefault(c.kind, [0, 0])
+            e[0] += 1
+            e[1] += c.bytes
+    return out
 
 
 def own_grads(shapes, it):
@@ -94,26 +97,28 @@ def flat(ts):
     return torch.cat([t.reshape(-1) for t in ts])
 
 
+def read_back(grads):
+    """The learner's gradients, flattened; an Unreadable (a wrong result, with the reason) when
+    they cannot be read any more (a gradient made sparse or meta through .data)."""
+    try:
+        return flat(grads)
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+        return mgpu_harness.Unreadable(f"gradients that cannot be read after average_gradients "
+                                       f"({type(e).__name__}: {e})")
+
+
 AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
                 "result: every call must do the whole work, repeated calls with the same "
                 "buffers included")
 
 h = mgpu_harness.init(default_cases={"small": 24, "odd": 27})
 learner = h.import_learner("buckets")  # None in the verifier
-routes = []
 if h.computes:
     h.init_process_group()
-    for route in ALL_REDUCE_ROUTES:
-        try:
-            with h.count_calls([route]):
-                pass
-            routes.append(route)
-        except ValueError:
-            pass  # not in this torch
 
 # The exercise is split (verifier: true, docs/protocol.md §4): this rank calls
-# average_gradients on its own gradients and hands over what they hold afterwards and the bytes
-# of every all-reduce it counted; its verifier, which never loads the learner's module and alone
+# average_gradients on its own gradients and hands over what they hold afterwards, the bytes
+# of every all-reduce it counted and the other collectives; its verifier, which never loads the learner's module and alone
 # knows the other ranks' inputs, makes the means and records the cases.
 
 for name, d in h.cases.items():
@@ -125,22 +130,25 @@ for name, d in h.cases.items():
     most = next_fit_buckets(nbytes, bucket)
     result = None
     for it in range(2):
-        got = sizes = None
+        got = sizes = others = None
         if h.computes:
             grads = own_grads(shapes, it)
-            with h.count_calls(routes) as calls, h.forbid():
+            with h.count_collectives() as census, h.forbid():
                 learner.average_gradients(grads, bucket)
-            got = flat(grads)
+            got = read_back(grads)
             del grads
-            sizes = [call_bytes(c) for c in calls]  # one entry per all-reduce call
+            # One entry per all-reduce call, its bytes as launched; every other collective.
+            sizes = [c.bytes for c in census if c.kind == "all_reduce"]
+            others = others_of(census)
         got = h.hand_over(f"{name}/{it}/grads", got)
         sizes = h.hand_over(f"{name}/{it}/allreduce-bytes", sizes)
+        others = h.hand_over(f"{name}/{it}/other-collectives", others)
         if not h.verifies:
             continue
         wants = mean_grads(shapes, it)
         r = h.compare(got, flat(wants))
         problems = []
-        if not r.ok():
+        if not r.ok() and isinstance(got, torch.Tensor):
             numels = [w.numel() for w in wants]
             wrong = doubled = []
             if got.numel() == sum(numels):
@@ -164,6 +172,12 @@ for name, d in h.cases.items():
                                 "in a lower precision (float16, bfloat16)? Keep the gradients' "
                                 "dtype")
         del wants
+        if others:
+            what = ", ".join(f"{k} x{v[0]} ({v[1]} bytes)" for k, v in sorted(others.items()))
+            problems.append(f"iteration {it}: besides all_reduce your code launched other "
+                            f"collectives: {what}. The gradients must travel in the buckets' "
+                            "all_reduce calls and nothing else (one dist.all_reduce per "
+                            "bucket, then divide)")
         if len(sizes) > most:
             problems.append(f"{len(sizes)} all_reduce calls for {len(shapes)} gradients; filling "
                             f"buckets of {bucket} bytes in order needs only {most}")
@@ -206,7 +220,7 @@ if h.timing:
                 g.copy_(f)
             with h.forbid():
                 learner.average_gradients(grads_y, PERF_BUCKET)
-            got = flat(grads_y)
+            got = read_back(grads_y)
             del grads_y
         got = h.hand_over(f"after-timing/{name}", got)
         if h.verifies:
