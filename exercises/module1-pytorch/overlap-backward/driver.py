@@ -10,6 +10,22 @@ tolerance 1e-5). It also checks that the all-reduces were launched during backwa
 that no all-reduce is much bigger than bucket_bytes. On step LATE_STEP the ranks other than 0
 start backward LATE_S late, so a wait() that does not wait on its handles reads unreduced data.
 
+Overlap is judged by bytes, not by calls: every collective of backward and of wait() is counted
+whatever route starts it (h.count_collectives), with its bytes as launched. At least all the
+gradient bytes but one bucket (bucket_bytes plus one parameter) must be all-reduced during
+backward, wait() may launch at most one bucket's bytes, and no collective but all-reduce may
+run at all. Counting calls alone let a red-team variant pass with one all-reduce of a single
+element launched from a hook and every gradient reduced in one blocking call in wait(): 1 call
+of 2 during backward looked like "all but the last bucket" (variant decoy-hook).
+
+Backward must not wait: dist.all_reduce without async_op, Work.wait / synchronize /
+block_current_stream, a future's wait() (work.get_future().wait(), torch.futures.wait_all) and
+a functional collective's wait are counted during backward. The late step also times rank
+0's backward on the host: the other ranks start LATE_S late, so a backward lasting half of that
+means a hook waited for them, by whatever means (a busy loop on work.is_completed() included:
+variant spin-in-hook). With gloo (CPU) every wait blocks the host; with NCCL handle.wait() only
+makes the stream wait, which the named waits above show instead.
+
 Performance (GPU): time of one training step (forward, backward, wait, SGD step) against
 torch's DistributedDataParallel on the same model and batch. Then "after-timing": new weights
 and a new batch in the timed model and tensors, one more backward and wait(), the gradients
@@ -44,7 +60,13 @@ LATE_S = 0.3
 PUBLIC = "torch.distributed.all_reduce"
 LAUNCH = "ProcessGroup.allreduce"
 WAIT = "torch.distributed.Work.wait"
-COUNTED = [PUBLIC, LAUNCH, WAIT]
+# Every other way to wait for a collective from Python: a future's wait() (also what
+# torch.futures.wait_all and torch.futures.Future.wait end in), a work's synchronize and
+# block_current_stream.
+WAITS = [WAIT, "torch._C.Future.wait", "torch.distributed.Work.synchronize",
+         "torch.distributed.Work.block_current_stream"]
+COUNTED = [PUBLIC, LAUNCH] + WAITS
+HARMLESS = ("barrier", "wait")  # collectives that carry no gradients
 
 
 def make_mlp(width, depth, it, reference=False):
@@ -128,7 +150,7 @@ def after_timing(name, pi, width, model=None, sync=None, x=None, y=None):
         with h.forbid():
             loss_fn(model(x), y).backward()
             sync.wait()
-        got = flat_grads(model)
+        got = read_back(lambda: flat_grads(model), "gradients")
         for p in model.parameters():
             p.grad = None
     got = h.hand_over(f"after-timing/{name}/grads", got)
@@ -146,10 +168,33 @@ def after_timing(name, pi, width, model=None, sync=None, x=None, y=None):
                   "backward and wait() are not the mean over ranks)")
 
 
+def counted(names):
+    """The names of COUNTED that exist in this torch (count_calls refuses the others)."""
+    out = []
+    for n in names:
+        try:
+            with h.count_calls([n]):
+                pass
+            out.append(n)
+        except ValueError:
+            pass
+    return out
+
+
+def read_back(fn, what):
+    """fn() (a flat copy of the learner's parameters or gradients), or an Unreadable (a wrong
+    result, with the reason) when they cannot be read (made sparse or meta)."""
+    try:
+        return fn()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+        return mgpu_harness.Unreadable(f"{what} that cannot be read ({type(e).__name__}: {e})")
+
+
 h = mgpu_harness.init(default_cases={"small": 32, "odd": 33})
 learner = h.import_learner("overlap")  # None in the verifier
 if h.computes:
     h.init_process_group()
+    COUNTED = counted(COUNTED)
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 loss_fn = nn.MSELoss()
@@ -164,6 +209,7 @@ for ci, (name, width) in enumerate(h.cases.items()):
     nparams = sum(p.numel() for p in model.parameters())
     bucket = max(1024, nparams * 4 // 3)  # about three buckets
     limit = bucket + max(p.numel() * p.element_size() for p in model.parameters())
+    total = sum(p.numel() * p.element_size() for p in model.parameters())  # gradient bytes
     got = seen = None
     if h.computes:
         with h.forbid():
@@ -177,24 +223,40 @@ for ci, (name, width) in enumerate(h.cases.items()):
                 # before its wait() runs: a wait() that reads the buffers without waiting on the
                 # handles reads unreduced gradients.
                 time.sleep(LATE_S)
-            with h.count_calls(COUNTED) as during, h.forbid():
+            timed = step == LATE_STEP and h.rank == 0
+            t0 = time.perf_counter()
+            with h.count_calls(COUNTED) as during, h.count_collectives() as c_during, \
+                    h.forbid():
                 loss_fn(model(x), y).backward()
-            with h.count_calls(COUNTED) as after, h.forbid():
+            # Rank 0's backward on the late step, host time: the others start LATE_S late.
+            stall = time.perf_counter() - t0 if timed else None
+            with h.count_calls(COUNTED) as after, h.count_collectives() as c_after, h.forbid():
                 sync.wait()
             opt.step()
             opt.zero_grad(set_to_none=True)
             # Every dist.all_reduce goes through ProcessGroup.allreduce, whatever name the
             # learner's code reached it by, so the launches are counted there.
             launched = [c for c in during if c.name == LAUNCH]
+            others = {}
+            for c in c_during + c_after:
+                if c.kind != "all_reduce" and c.kind not in HARMLESS:
+                    others[c.kind] = others.get(c.kind, 0) + 1
             seen.append({
                 "during": len(launched),
                 "total": len(launched) + sum(1 for c in after if c.name == LAUNCH),
                 "big": max((reduced_bytes(c) for c in launched), default=0),
                 "blocking": sum(1 for c in during
                                 if c.name == PUBLIC and not c.arg(4, "async_op", False)),
-                "waited": sum(1 for c in during if c.name == WAIT),
+                "waited": sum(1 for c in during if c.name in WAITS)
+                + sum(1 for c in c_during if c.kind == "wait"),
+                # Bytes, every route: all-reduced during backward; launched by wait().
+                "during_bytes": sum(c.bytes for c in c_during if c.kind == "all_reduce"),
+                "after_bytes": sum(c.bytes for c in c_after if c.kind not in HARMLESS),
+                "others": others,
+                "stall": stall,
             })
-        got = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        got = read_back(lambda: torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
+                        "parameters")
     got = h.hand_over(f"{name}/params", got)
     seen = h.hand_over(f"{name}/allreduce-counts", seen)
     if not h.verifies:
@@ -214,13 +276,35 @@ for ci, (name, width) in enumerate(h.cases.items()):
             problems.append(f"step {step}: no all_reduce was launched during backward")
         elif s["blocking"] or s["waited"]:
             problems.append(f"step {step}: backward waited for an all-reduce (a dist.all_reduce "
-                            "without async_op=True, or handle.wait() inside a hook): nothing "
-                            "overlaps; keep the handles and wait on them in wait()")
+                            "without async_op=True, or handle.wait() inside a hook, or a "
+                            "future's wait()): nothing overlaps; keep the handles and wait on "
+                            "them in wait()")
         elif s["big"] > limit:
             problems.append(f"step {step}: one all-reduce carried {s['big']} bytes, more than "
                             f"bucket_bytes ({bucket}) plus one parameter: cut the parameters "
                             "into buckets of about bucket_bytes so that the first buckets "
                             "start while backward still runs")
+        elif s["others"]:
+            what = ", ".join(f"{k} x{v}" for k, v in sorted(s["others"].items()))
+            problems.append(f"step {step}: besides all_reduce your code launched other "
+                            f"collectives ({what}): the gradients must travel in the buckets' "
+                            "all_reduce calls and nothing else")
+        elif h.world > 1 and s["during_bytes"] < total - limit:
+            problems.append(f"step {step}: only {s['during_bytes']} of the {total} gradient "
+                            "bytes were all-reduced during backward (all but at most one "
+                            f"bucket, {limit} bytes, must be): launch each bucket's all_reduce "
+                            "from the gradient hooks, on the bucket's gradients, as soon as "
+                            "its last gradient is ready")
+        elif s["after_bytes"] > limit:
+            problems.append(f"step {step}: wait() launched collectives carrying "
+                            f"{s['after_bytes']} bytes, more than one bucket ({limit} bytes): "
+                            "the gradients must be reduced by the all-reduces launched during "
+                            "backward; wait() only waits on them")
+        elif s["stall"] is not None and s["stall"] > LATE_S / 2:
+            problems.append(f"step {step}: rank 0's backward took {s['stall']:.2f} s while the "
+                            f"other ranks started {LATE_S} s late: a hook waited for them "
+                            "(handle.wait(), a future's wait(), a loop on is_completed(), ...): "
+                            "nothing overlaps; keep the handles and wait on them in wait()")
     # The reference: the same model trained in one process on the whole batch (a model of its
     # own: run without a verifier, `model` is the one the learner's hooks trained).
     ref = make_mlp(width, DEPTH, ci, reference=True)
