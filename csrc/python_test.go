@@ -271,6 +271,8 @@ torch.ops._c10d_functional.all_reduce_coalesced([arr], "sum", "0")
 import torch.distributed._functional_collectives as funcol
 from torch.ops import c10d
 y = torch.ops.c10d.allreduce_
+torch.autograd.profiler.profile().__exit__(None, None, None)
+from torch import profiler
 `
 	honest := `import os
 import torch
@@ -332,7 +334,8 @@ def flat(ts, out):
 		"26 .format(...)", "27 torch.load", "28 import triton.runtime", "29 import numpy",
 		"30 .attrgetter", "33 case ...(sys=...)", "33 case ...(__closure__=...)", "33 case ...(_chan=...)", "35 torch.load", "36 .numpy",
 		"37 torch.ops._c10d_functional.all_reduce_coalesced", "38 import torch.distributed._functional_collectives",
-		"39 from torch.ops import", "40 torch.ops.c10d.allreduce_"} {
+		"39 from torch.ops import", "40 torch.ops.c10d.allreduce_",
+		"41 torch.autograd.profiler", "42 from torch import profiler"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

@@ -55,12 +55,14 @@ WHY_NOT_ALLOWED = ("is not among the modules an exercise may import (" +
                    ", ".join(sorted(ALLOWED - {"__future__"})) + ", and the exercise's own "
                    "files): the others are not needed, and some reach into the checking")
 
+WHY_PROFILER = ("drives torch's profiler, which the checks use (module1/tensor-parallel-mlp "
+                "counts allocations with it); profile your code outside the exercise's files")
 # Parts of allowed packages that load native code, run code from files or unpickle data, or
 # reach the interpreter, refused in imports and in attribute chains alike.
 SUBMODULES = {"cpp_extension": WHY_REACH, "hub": WHY_REACH, "package": WHY_REACH,
               "serialization": WHY_REACH, "multiprocessing": WHY_OS, "library": WHY_REACH,
               "runtime": WHY_REACH, "compiler": WHY_REACH, "backends": WHY_REACH,
-              "tools": WHY_REACH}
+              "tools": WHY_REACH, "profiler": WHY_PROFILER}
 
 # Private names of libraries an exercise may use (everything else starting with _ is refused
 # on a library's objects: private parts have no promises and lead into internals).
