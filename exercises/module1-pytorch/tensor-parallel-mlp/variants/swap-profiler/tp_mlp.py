@@ -2,7 +2,8 @@
 stops whatever profiler is running (exiting a fresh torch.autograd.profiler.profile stops it)
 and starts one of its own without memory profiling, so that the window that counts allocations
 records none of them. The driver notices that its profiler's events lack the copies it made
-before the learner's code ran."""
+before the learner's code ran. The policy stage refuses it first: learner files may not touch
+torch's profiler."""
 import torch
 import torch.distributed as dist
 import torch.nn as nn
