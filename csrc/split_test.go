@@ -29,8 +29,6 @@ type fakeSplitChecker struct {
 	wg      sync.WaitGroup
 }
 
-func mix(x uint64) uint64 { return mix64(x) }
-
 func startFakeSplitChecker(t *testing.T, seed uint64, rank int, py bool) *fakeSplitChecker {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "mgpu-split-")
