@@ -70,8 +70,9 @@ import mgpu_harness
 TOKENS = 16
 # Bytes the learner's code may keep beyond its shard: its Python objects (the module, its dicts,
 # the Parameter objects, the classes and functions of its file, caches torch fills on its first
-# calls): up to 13.4 KiB for the reference solution (CPU, 2 and 3 ranks, 2026-12-02), whose
-# torch allocations are exactly its shard.
+# calls): up to 13.4 KiB for the reference solution (CPU, 2 and 3 ranks; 12.8 KiB on one H200,
+# 2026-12-02), whose torch allocations are exactly its shard (on a GPU each parameter's block
+# rounded up to 512 bytes). docs/validation/nvidia-h200-module1-integrity/.
 SLACK_BYTES = 24 * 1024
 KEEP_ONLY = ("keep only your shard, as copies (a view such as w1[lo:hi] keeps the whole of w1 "
              "alive), and no reference to the full weights anywhere")
