@@ -273,6 +273,9 @@ from torch.ops import c10d
 y = torch.ops.c10d.allreduce_
 torch.autograd.profiler.profile().__exit__(None, None, None)
 from torch import profiler
+s = dist.TCPStore("127.0.0.1", 29999, 2, True)
+from torch.distributed import FileStore
+import torch.distributed.rpc as rpc
 `
 	honest := `import os
 import torch
@@ -335,7 +338,8 @@ def flat(ts, out):
 		"30 .attrgetter", "33 case ...(sys=...)", "33 case ...(__closure__=...)", "33 case ...(_chan=...)", "35 torch.load", "36 .numpy",
 		"37 torch.ops._c10d_functional.all_reduce_coalesced", "38 import torch.distributed._functional_collectives",
 		"39 from torch.ops import", "40 torch.ops.c10d.allreduce_",
-		"41 torch.autograd.profiler", "42 from torch import profiler"} {
+		"41 torch.autograd.profiler", "42 from torch import profiler", "43 torch.distributed.TCPStore",
+		"44 from torch.distributed import FileStore", "45 import torch.distributed.rpc"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

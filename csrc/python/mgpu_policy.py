@@ -78,6 +78,15 @@ WHY_OPS = ("calls collectives through torch's internal op namespaces, past what 
 COLLECTIVE_OPS = ("torch.ops.c10d", "torch.ops._c10d_functional", "torch.ops.c10d_functional",
                   "torch.distributed._functional_collectives")
 
+# Ways to move data between ranks outside the collectives an exercise checks: key-value stores
+# (a red-team pass summed ring-allreduce's tensors through a TCPStore of its own, with garbage
+# sent around the ring) and the RPC framework. No exercise needs them; refused on torch's
+# objects wherever they appear in a chain (torch.distributed.TCPStore,
+# torch.distributed.distributed_c10d.FileStore, torch.distributed.rpc.rpc_sync, ...).
+WHY_SIDE = ("moves data between ranks outside the collectives and messages the exercise "
+            "checks; use torch.distributed's collectives and point-to-point calls")
+SIDE_CHANNELS = {"TCPStore", "FileStore", "HashStore", "PrefixStore", "Store", "rpc"}
+
 # What of `sys` and `os` a learner may use (everything else of theirs is refused).
 SYS_OK = {"stdout", "stderr", "version", "version_info", "platform", "maxsize", "float_info",
           "byteorder"}
@@ -178,6 +187,9 @@ class Checker(ast.NodeVisitor):
                 self.flag(node, what, WHY_OPS)
                 return False
         for i, p in enumerate(parts[1:], 1):
+            if p in SIDE_CHANNELS and top == "torch":
+                self.flag(node, what, WHY_SIDE)
+                return False
             if p in SUBMODULES or p in MODULE_ATTRS and top == "torch":
                 self.flag(node, what, SUBMODULES.get(p, "loads pickled data, which runs code "
                                                        "while it loads"))
