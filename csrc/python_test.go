@@ -276,6 +276,7 @@ from torch import profiler
 s = dist.TCPStore("127.0.0.1", 29999, 2, True)
 from torch.distributed import FileStore
 import torch.distributed.rpc as rpc
+import torch.distributed._symmetric_memory as symm_mem
 `
 	honest := `import os
 import torch
@@ -339,7 +340,8 @@ def flat(ts, out):
 		"37 torch.ops._c10d_functional.all_reduce_coalesced", "38 import torch.distributed._functional_collectives",
 		"39 from torch.ops import", "40 torch.ops.c10d.allreduce_",
 		"41 torch.autograd.profiler", "42 from torch import profiler", "43 torch.distributed.TCPStore",
-		"44 from torch.distributed import FileStore", "45 import torch.distributed.rpc"} {
+		"44 from torch.distributed import FileStore", "45 import torch.distributed.rpc",
+		"46 import torch.distributed._symmetric_memory"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}
