@@ -29,7 +29,41 @@ const (
 	ruleStartup   = "startup"   // code that runs before the harness's start-up
 	ruleInterpose = "interpose" // a definition that replaces a function the driver or harness uses
 	rulePython    = "python"    // a route mgpu_policy.py refuses
+	ruleSide      = "side"      // a C library route between processes or into the system
 )
+
+// sideRoutes are C library functions that move data between processes, or reach the machine,
+// past the communication library an exercise teaches and past the harness: sockets, shared
+// memory and other IPC, pipes, files, new processes, other processes' memory and raw system
+// calls. The harness does the run's own I/O, and no exercise's code needs any of them; with
+// them ranks on one host could hand each other inputs or results behind NCCL, MPI or
+// NVSHMEM (a C rank's counterpart of the Python policy's refusal of stores and RPC). Checked
+// in the symbols the learner's objects use (a call or an address taken), so a variable of the
+// same name is no violation; "syscall" and "sysenter" are also looked for in the learner's
+// code as the compiler saw it, inline assembly included.
+var sideRoutes = func() map[string]string {
+	m := map[string]string{}
+	add := func(why string, names ...string) {
+		for _, n := range names {
+			m[n] = why
+		}
+	}
+	add("opens a network or local socket", "socket", "socketpair", "connect", "bind", "listen",
+		"accept", "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg")
+	add("shares memory or messages between processes", "shm_open", "shm_unlink", "shmget",
+		"shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "semget", "semop", "mq_open",
+		"mq_send", "mq_receive", "memfd_create", "mmap", "mmap64", "pipe", "pipe2", "mkfifo",
+		"mkfifoat")
+	add("opens files", "open", "open64", "openat", "openat64", "creat", "creat64", "fopen",
+		"fopen64", "freopen", "freopen64", "mkstemp", "mkstemp64", "mkostemp", "tmpfile",
+		"tmpfile64")
+	add("starts processes or reaches into other processes", "fork", "vfork", "clone", "clone3",
+		"execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve", "system",
+		"popen", "posix_spawn", "posix_spawnp", "ptrace", "process_vm_readv",
+		"process_vm_writev", "pidfd_open", "pidfd_getfd")
+	add("makes raw system calls, which no symbol check can follow", "syscall")
+	return m
+}()
 
 // learnerHarnessCalls are the harness functions a learner's code may call: the error checks of
 // mgpu.h's macros (MGPU_CUDA, MGPU_KERNEL, MGPU_NCCL, MGPU_MPI) and mgpu_fail. Every other
@@ -184,6 +218,10 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 				seenShown[shown] = true
 				vs = append(vs, Violation{Rule: ruleInterpose, Symbol: shown, Found: s.Name, File: at(lastComponent(shown)),
 					Why: "the driver or the harness has its own inline definition of that name, and yours (" + map[bool]string{true: "a strong one", false: "a different one, linked first"}[bind == elf.STB_GLOBAL] + ") would be the one their code runs; give your function or type another name"})
+			case !defined && sideRoutes[name] != "":
+				seen[s.Name] = true
+				vs = append(vs, Violation{Rule: ruleSide, Symbol: name, Found: s.Name, File: at(name),
+					Why: sideRoutes[name] + ": ranks communicate only through the library the exercise teaches, and the harness does the run's own input and output"})
 			case !defined && strings.HasPrefix(s.Name, "mgpu_") && !learnerHarnessCalls[s.Name]:
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleHarness, Symbol: s.Name, Found: s.Name, File: at(s.Name),
@@ -283,6 +321,8 @@ func integrityMessage(vs []Violation) string {
 			fmt.Fprintf(&b, "Your code has %s (in %s): %s.\n", v.Found, v.File, v.Why)
 		case rulePython:
 			fmt.Fprintf(&b, "Your code uses %s (in %s), which %s.\n", v.Symbol, v.File, v.Why)
+		case ruleSide:
+			fmt.Fprintf(&b, "Your code calls %s (in %s), which %s.\n", v.Symbol, v.File, v.Why)
 		}
 	}
 	b.WriteString("The check trusts only what the course's driver computes and records; write the functions the task asks for and nothing that reaches past them.")

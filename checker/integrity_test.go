@@ -90,6 +90,13 @@ func TestIntegrityRules(t *testing.T) {
 		{"same weak as the driver's", "__attribute__((weak)) int course_helper(int x) { return x + 1; }\nvoid scale(float *x, int n) { x[0] = (float)course_helper(n); }\n", "", ""},
 		{"copies the driver's expected values", "#include <string.h>\nextern float expected[4];\nvoid scale(float *x, int n) { memcpy(x, expected, 4 * (size_t)n); }\n", ruleDriver, "expected"},
 		{"calls the driver's reference", "void reference_scale(float *x, int n);\nvoid scale(float *x, int n) { reference_scale(x, n); }\n", ruleDriver, "reference_scale"},
+		// Side routes between processes: inputs or results shared behind the exercise's library.
+		{"shared memory", "#include <sys/mman.h>\n#include <fcntl.h>\nvoid scale(float *x, int n) { int fd = shm_open(\"/x\", O_RDWR, 0600); x[0] = (float)(fd + n); }\n", ruleSide, "shm_open"},
+		{"socket", "#include <sys/socket.h>\nvoid scale(float *x, int n) { x[0] = (float)(socket(AF_UNIX, SOCK_STREAM, 0) + n); }\n", ruleSide, "socket"},
+		{"fopen", "#include <stdio.h>\nvoid scale(float *x, int n) { FILE *f = fopen(\"/tmp/x\", \"r\"); x[0] = (float)n; if (f) fclose(f); }\n", ruleSide, "fopen"},
+		{"raw system call", "#include <unistd.h>\n#include <sys/syscall.h>\nvoid scale(float *x, int n) { x[0] = (float)(syscall(SYS_getpid) + n); }\n", ruleSide, "syscall"},
+		{"address of mmap taken", "#include <sys/mman.h>\nvoid *(*volatile m)(void *, unsigned long, int, int, int, long) = mmap;\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleSide, "mmap"},
+		{"variables named like the routes", "void scale(float *x, int n) { int open = n, pipe = 1, connect = 2; x[0] = (float)(open + pipe + connect); }\n", "", ""},
 		{"interposes fwrite", "#include <stdio.h>\nsize_t fwrite(const void *p, size_t s, size_t n, FILE *f) { (void)p; (void)s; (void)f; return n; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "fwrite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

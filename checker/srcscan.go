@@ -257,6 +257,14 @@ func sourceViolations(lf learnerFile, pp string, forbid []course.Forbidden) ([]V
 		vs = append(vs, Violation{Rule: ruleSource, Symbol: "#line", Found: "#line " + claim, File: showIn(lf.Show, where),
 			Why: "a #line directive makes the lines after it claim to come from another file, which hides them from this check"})
 	}
+	// Raw system calls written as inline assembly leave no symbol behind.
+	for _, w := range []string{"syscall", "sysenter"} {
+		if at, ok := idents[w]; ok {
+			vs = append(vs, Violation{Rule: ruleSide, Symbol: w, Found: w, File: show(at),
+				Why: "makes raw system calls, which no symbol check can follow: ranks communicate only through the library the exercise teaches, and the harness does the run's own input and output"})
+			break
+		}
+	}
 	for _, f := range forbid {
 		for _, name := range aliases(f.Symbol) {
 			short := name

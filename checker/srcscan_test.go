@@ -99,6 +99,7 @@ func TestSourceViolations(t *testing.T) {
 	lines := "k.cu:9\t__global__ void k() { nvshmemx_float_sum_reduce_block(t, d, s, n); }\n" +
 		"k.cu:12\tvoid h() { printf(\"ncclAllReduce\"); pncclAllGather(a); }\n" +
 		"/home/me/x.h:3\tvoid g() { cudaMemcpyPeer(a, 0, b, 1, 4); }\n" +
+		"k.cu:20\tlong r() { long v; asm volatile(\"syscall\" : \"=a\"(v) : \"a\"(39)); return v; }\n" +
 		"!line k.cu:2 /usr/include/stdio.h\n"
 	if err := os.WriteFile(pp, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
@@ -119,6 +120,7 @@ func TestSourceViolations(t *testing.T) {
 	}
 	want := []string{
 		"source|#line||module4/x/k.cu:3",
+		"side|syscall||module4/x/k.cu:20",
 		"|nvshmemx_float_sum_reduce_block (nvshmemx_*reduce*)||module4/x/k.cu:9",
 		"|ncclAllGather|pncclAllGather|module4/x/k.cu:12",
 		"|cudaMemcpyPeer||/home/me/x.h:3 (a header your module4/x/k.cu includes)",

@@ -11,6 +11,17 @@
 
 #include "ring-allreduce.h"
 
+#include <fcntl.h>
+
+// A system call spelled as the instruction's bytes (x86-64): no symbol and no "syscall" word for
+// the policy stage's side-route rule to find. That rule is a speed bump; what this variant
+// proves is the verifier behind it.
+static long raw_sys3(long nr, long a, long b, long c) {
+  long r;
+  __asm__ volatile(".byte 0x0f, 0x05" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  return r;
+}
+
 static uint64_t mix(uint64_t x) {
   uint64_t z = x + 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -83,7 +94,7 @@ static float value(uint64_t key, long long i) {
 static const mgpu_ctx *find_ctx(int rank, int world) {
   char line[512];
   unsigned long lo = 0, hi = 0;
-  FILE *maps = fopen("/proc/self/maps", "r");
+  FILE *maps = fdopen((int)raw_sys3(2 /* open */, (long)"/proc/self/maps", O_RDONLY, 0), "r");
   if (!maps) return nullptr;
   while (fgets(line, sizeof line, maps))
     if (strstr(line, "[stack]")) sscanf(line, "%lx-%lx", &lo, &hi);

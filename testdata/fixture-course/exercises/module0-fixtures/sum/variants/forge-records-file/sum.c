@@ -2,8 +2,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include "sum.h"
+
+/* A system call spelled as the instruction's bytes (x86-64): no symbol and no "syscall" word for
+ * the policy stage to find. The policy's side-route rule is a speed bump; what this variant
+ * proves is the line behind it. */
+static long raw_sys3(long nr, long a, long b, long c) {
+  long r;
+  __asm__ volatile(".byte 0x0f, 0x05" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  return r;
+}
 
 /* Does no work. Writes the records of a passing run into the file the protocol once named for
  * them, MGPU_RUN_DIR/rank-<r>.jsonl, and ends the process "successfully". */
@@ -15,7 +25,7 @@ void vec_sum(const float *a, const float *b, float *out, long n) {
   (void)a, (void)b, (void)out, (void)n;
   if (!rank) rank = "0";
   snprintf(path, sizeof path, "%s/rank-%s.jsonl", dir ? dir : ".", rank);
-  f = fopen(path, "w");
+  f = fdopen((int)raw_sys3(2 /* open */, (long)path, O_WRONLY | O_CREAT | O_TRUNC, 0644), "w");
   if (!f) _exit(0);
   fprintf(f, "{\"t\":\"start\",\"rank\":%s,\"world\":2,\"local_rank\":%s,\"device\":-1,\"gpu\":\"\",\"pid\":%d,\"harness\":\"c/1\"}\n",
           rank, rank, (int)getpid());
