@@ -47,10 +47,26 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		k.fail(StagePolicy, FaultRunner, "the integrity check could not run", err.Error())
 		return false
 	}
+	// The calls the manifest forbids are looked for even when an integrity rule is broken, so
+	// that the report names every problem at once.
+	var violations []Violation
+	nobj := 0
+	if e.Kind != "python" && len(e.Forbid) > 0 {
+		var headline, detail string
+		violations, nobj, headline, detail = forbiddenCalls(ctx, prog, forbid, srcCalls)
+		if headline != "" {
+			k.fail(StagePolicy, FaultRunner, headline, detail)
+			return false
+		}
+	}
 	if len(iv) > 0 {
-		k.rep.Policy = iv
+		k.rep.Policy = append(iv, violations...)
 		v := iv[0]
-		k.fail(StagePolicy, FaultYou, fmt.Sprintf("not allowed: %s in %s", v.Symbol, v.File), integrityMessage(iv))
+		msg := integrityMessage(iv)
+		if len(violations) > 0 {
+			msg += "\n" + forbiddenMessage(violations)
+		}
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("not allowed: %s in %s", v.Symbol, v.File), msg)
 		return false
 	}
 	if len(e.Forbid) == 0 {
@@ -61,27 +77,38 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked; forbidden calls checked while running", checked))
 		return true
 	}
-	nm, err := exec.LookPath("nm")
-	if err != nil {
-		k.fail(StagePolicy, FaultRunner, "nm not found: forbidden calls cannot be checked",
-			"The policy stage needs `nm` (binutils) to list the symbols of your object files; without it a forbidden call would go unnoticed, so the check stops here.")
+	if len(violations) > 0 {
+		k.rep.Policy = violations
+		v := violations[0]
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Name(), v.File), forbiddenMessage(violations))
 		return false
 	}
+	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)", nobj, len(e.Forbid)))
+	return true
+}
+
+// forbiddenCalls finds the calls of forbid in the learner's C and CUDA objects (their symbols)
+// and in their preprocessed lines (srcCalls, by file). It returns the violations and the
+// number of objects read, or a headline and detail when the check could not run.
+func forbiddenCalls(ctx context.Context, prog *program, forbid []course.Forbidden, srcCalls map[string][]Violation) ([]Violation, int, string, string) {
+	nm, err := exec.LookPath("nm")
+	if err != nil {
+		return nil, 0, "nm not found: forbidden calls cannot be checked",
+			"The policy stage needs `nm` (binutils) to list the symbols of your object files; without it a forbidden call would go unnoticed, so the check stops here."
+	}
 	var violations []Violation
-	checked = 0
+	checked := 0
 	for _, lf := range prog.learner {
 		if !isSource(lf.Name) {
 			continue
 		}
 		if lf.Object == "" {
-			k.fail(StagePolicy, FaultRunner, "no object file for "+lf.Show,
-				fmt.Sprintf("The builder did not report an object file for %s, so its calls cannot be checked.", lf.Show))
-			return false
+			return nil, 0, "no object file for " + lf.Show,
+				fmt.Sprintf("The builder did not report an object file for %s, so its calls cannot be checked.", lf.Show)
 		}
 		syms, err := objectSymbols(ctx, nm, lf.Object)
 		if err != nil {
-			k.fail(StagePolicy, FaultRunner, "nm failed on "+lf.Show, err.Error())
-			return false
+			return nil, 0, "nm failed on " + lf.Show, err.Error()
 		}
 		checked++
 		found := map[string]bool{}
@@ -115,27 +142,25 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 			}
 		}
 	}
-	if len(violations) > 0 {
-		k.rep.Policy = violations
-		v := violations[0]
-		var b strings.Builder
-		for _, v := range violations {
-			if v.Via != "" {
-				fmt.Fprintf(&b, "Your code calls %s through its profiling alias %s (in %s), which this exercise forbids", v.Name(), v.Via, v.File)
-			} else {
-				fmt.Fprintf(&b, "Your code calls %s (in %s), which this exercise forbids", v.Name(), v.File)
-			}
-			if v.Why != "" {
-				fmt.Fprintf(&b, ": %s", v.Why)
-			}
-			b.WriteString(sentenceEnd(v.Why) + "\n")
+	return violations, checked, "", ""
+}
+
+// forbiddenMessage is the report's explanation of forbidden calls.
+func forbiddenMessage(violations []Violation) string {
+	var b strings.Builder
+	for _, v := range violations {
+		if v.Via != "" {
+			fmt.Fprintf(&b, "Your code calls %s through its profiling alias %s (in %s), which this exercise forbids", v.Name(), v.Via, v.File)
+		} else {
+			fmt.Fprintf(&b, "Your code calls %s (in %s), which this exercise forbids", v.Name(), v.File)
 		}
-		b.WriteString("Remove the call and write that part yourself; the check looks at the symbols your object files use and at your code as the compiler saw it (device code and macros included).")
-		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Name(), v.File), b.String())
-		return false
+		if v.Why != "" {
+			fmt.Fprintf(&b, ": %s", v.Why)
+		}
+		b.WriteString(sentenceEnd(v.Why) + "\n")
 	}
-	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)", checked, len(e.Forbid)))
-	return true
+	b.WriteString("Remove the call and write that part yourself; the check looks at the symbols your object files use and at your code as the compiler saw it (device code and macros included).")
+	return b.String()
 }
 
 // lookupForbid is forbidden wherever an exercise forbids anything: a function looked up at run
