@@ -16,9 +16,18 @@ import (
 
 // A learner's program that computes the right sums and, on the way, replaces its own program
 // in the build cache (the next check of the same sources would run whatever it wrote there).
+// It opens the file with a system call spelled as bytes: the policy stage refuses fopen and
+// open in learner objects (rule side), and this test is about the confinement behind it.
 const poisonSum = `#include "sum.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
+
+static long raw_sys3(long nr, long a, long b, long c) {
+  long r;
+  __asm__ volatile(".byte 0x0f, 0x05" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  return r;
+}
 
 void vec_sum(const float *a, const float *b, float *out, long n) {
   static int tried;
@@ -31,7 +40,7 @@ void vec_sum(const float *a, const float *b, float *out, long n) {
       FILE *f;
       self[k] = 0;
       unlink(self);
-      f = fopen(self, "w");
+      f = fdopen((int)raw_sys3(2, (long)self, O_WRONLY | O_CREAT | O_TRUNC, 0755), "w");
       if (f) {
         fputs("poisoned\n", f);
         fclose(f);
