@@ -114,6 +114,9 @@ elif what == "census":
     h.record_case("a", got == want, n=1, msg=str(got))
 elif what == "meta":
     h.check_equal("a", torch.empty(4, device="meta"), torch.zeros(4))
+elif what == "reading":
+    got = mgpu_harness.Unreadable.reading(lambda: torch.zeros(2).view(3), "gradients")
+    h.check_equal("a", got, torch.zeros(2))
 elif what == "inf":
     h.check_equal("a", torch.tensor([float("inf"), float("-inf"), 0.0, 0.0]), torch.zeros(4))
 sys.exit(h.finish())
@@ -166,6 +169,7 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"census", "done", `"ok":true`, 0}, // h.count_collectives
 		// A result with no values to read is a wrong result with its reason, not a crash.
 		{"meta", "done", "a meta tensor", 0},
+		{"reading", "done", "gradients that cannot be read (RuntimeError", 0},
 		// The run-time policy (audit hook): routes the static policy would refuse, taken anyway.
 		{"peek", "done", `"ok":true`, 0}, // the driver's globals and the harness are out of sys.modules
 		{"unpickle", "error", "pickle.find_class", 1},

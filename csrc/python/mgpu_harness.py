@@ -997,6 +997,16 @@ class Unreadable:
     def __repr__(self):
         return f"Unreadable({self.why!r})"
 
+    @classmethod
+    def reading(cls, fn, what):
+        """fn(), which reads the learner's outputs back (a flat copy of its gradients, say), or
+        an Unreadable saying "<what> that cannot be read (<error>)" when reading them raises
+        (tensors the learner's code made sparse or meta through .data)."""
+        try:
+            return fn()
+        except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+            return cls(f"{what} that cannot be read ({type(e).__name__}: {e})")
+
 
 def _unreadable(obj):
     """Why a tensor's values cannot be read as a dense array of numbers (None when they can)."""

@@ -97,16 +97,6 @@ def flat(ts):
     return torch.cat([t.reshape(-1) for t in ts])
 
 
-def read_back(grads):
-    """The learner's gradients, flattened; an Unreadable (a wrong result, with the reason) when
-    they cannot be read any more (a gradient made sparse or meta through .data)."""
-    try:
-        return flat(grads)
-    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
-        return mgpu_harness.Unreadable(f"gradients that cannot be read after average_gradients "
-                                       f"({type(e).__name__}: {e})")
-
-
 AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
                 "result: every call must do the whole work, repeated calls with the same "
                 "buffers included")
@@ -135,7 +125,7 @@ for name, d in h.cases.items():
             grads = own_grads(shapes, it)
             with h.count_collectives() as census, h.forbid():
                 learner.average_gradients(grads, bucket)
-            got = read_back(grads)
+            got = mgpu_harness.Unreadable.reading(lambda: flat(grads), "gradients")
             del grads
             # One entry per all-reduce call, its bytes as launched; every other collective.
             sizes = [c.bytes for c in census if c.kind == "all_reduce"]
@@ -220,7 +210,7 @@ if h.timing:
                 g.copy_(f)
             with h.forbid():
                 learner.average_gradients(grads_y, PERF_BUCKET)
-            got = read_back(grads_y)
+            got = mgpu_harness.Unreadable.reading(lambda: flat(grads_y), "gradients")
             del grads_y
         got = h.hand_over(f"after-timing/{name}", got)
         if h.verifies:

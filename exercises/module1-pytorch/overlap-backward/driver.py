@@ -150,7 +150,7 @@ def after_timing(name, pi, width, model=None, sync=None, x=None, y=None):
         with h.forbid():
             loss_fn(model(x), y).backward()
             sync.wait()
-        got = read_back(lambda: flat_grads(model), "gradients")
+        got = mgpu_harness.Unreadable.reading(lambda: flat_grads(model), "gradients")
         for p in model.parameters():
             p.grad = None
     got = h.hand_over(f"after-timing/{name}/grads", got)
@@ -179,15 +179,6 @@ def counted(names):
         except ValueError:
             pass
     return out
-
-
-def read_back(fn, what):
-    """fn() (a flat copy of the learner's parameters or gradients), or an Unreadable (a wrong
-    result, with the reason) when they cannot be read (made sparse or meta)."""
-    try:
-        return fn()
-    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
-        return mgpu_harness.Unreadable(f"{what} that cannot be read ({type(e).__name__}: {e})")
 
 
 h = mgpu_harness.init(default_cases={"small": 32, "odd": 33})
@@ -255,8 +246,8 @@ for ci, (name, width) in enumerate(h.cases.items()):
                 "others": others,
                 "stall": stall,
             })
-        got = read_back(lambda: torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
-                        "parameters")
+        got = mgpu_harness.Unreadable.reading(
+            lambda: torch.cat([p.detach().reshape(-1) for p in model.parameters()]), "parameters")
     got = h.hand_over(f"{name}/params", got)
     seen = h.hand_over(f"{name}/allreduce-counts", seen)
     if not h.verifies:
