@@ -70,6 +70,15 @@ var sideRoutes = func() map[string]string {
 	return m
 }()
 
+// sideWhy is the report's reason for a side route (one of sideRoutes, or "sysenter").
+func sideWhy(name string) string {
+	why := sideRoutes[name]
+	if why == "" {
+		why = sideRoutes["syscall"]
+	}
+	return why + ": ranks communicate only through the library the exercise teaches, and the harness does the run's own input and output"
+}
+
 // learnerHarnessCalls are the harness functions a learner's code may call: the error checks of
 // mgpu.h's macros (MGPU_CUDA, MGPU_KERNEL, MGPU_NCCL, MGPU_MPI) and mgpu_fail. Every other
 // mgpu_ function records results, makes the run's data or times, which is the driver's part.
@@ -226,7 +235,7 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 			case !defined && sideRoutes[name] != "":
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleSide, Symbol: name, Found: s.Name, File: at(name),
-					Why: sideRoutes[name] + ": ranks communicate only through the library the exercise teaches, and the harness does the run's own input and output"})
+					Why: sideWhy(name)})
 			case !defined && strings.HasPrefix(s.Name, "mgpu_") && !learnerHarnessCalls[s.Name]:
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleHarness, Symbol: s.Name, Found: s.Name, File: at(s.Name),

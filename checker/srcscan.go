@@ -260,8 +260,7 @@ func sourceViolations(lf learnerFile, pp string, forbid []course.Forbidden) ([]V
 	// Raw system calls written as inline assembly leave no symbol behind.
 	for _, w := range []string{"syscall", "sysenter"} {
 		if at, ok := idents[w]; ok {
-			vs = append(vs, Violation{Rule: ruleSide, Symbol: w, Found: w, File: show(at),
-				Why: "makes raw system calls, which no symbol check can follow: ranks communicate only through the library the exercise teaches, and the harness does the run's own input and output"})
+			vs = append(vs, Violation{Rule: ruleSide, Symbol: w, Found: w, File: show(at), Why: sideWhy(w)})
 			break
 		}
 	}
