@@ -108,9 +108,16 @@ elif what == "census":
         dist.all_gather_into_tensor(torch.empty(8), t)      # another kind
         fc.all_reduce(t, "sum", dist.group.WORLD) + 1       # a functional collective
         dist.group.WORLD._get_backend(torch.device("cpu")).broadcast([t]).wait()  # no dispatcher
+        dist.all_to_all_single(torch.empty(2), t[:2].clone())  # received: the output's bytes
+        fc.all_to_all_single(t, [8], [8], dist.group.WORLD)  # received: the result's
+        dist.barrier()                                      # receives nothing
     dist.all_reduce(t)                                      # after the block: not counted
-    got = [(c.kind, c.bytes) for c in seen]
-    want = [("all_reduce", 32), ("all_gather", 32), ("all_reduce", 32), ("broadcast", 32)]
+    # (a barrier's bytes are those of a dummy tensor torch makes: not compared)
+    got = [(c.kind, None if c.kind == "barrier" else c.bytes, c.received) for c in seen
+           if c.kind != "wait"]
+    want = [("all_reduce", 32, 32), ("all_gather", 32, 32), ("all_reduce", 32, 32),
+            ("broadcast", 32, 32), ("all_to_all", 8, 8), ("all_to_all", 32, 32),
+            ("barrier", None, 0)]
     h.record_case("a", got == want, n=1, msg=str(got))
 elif what == "meta":
     h.check_equal("a", torch.empty(4, device="meta"), torch.zeros(4))

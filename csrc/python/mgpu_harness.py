@@ -680,11 +680,15 @@ class Collective:
     scatter, send, recv, barrier, wait (a functional collective's wait_tensor), or the op's own
     name for one not in this list. via: the op or method it was seen as. bytes: the largest
     total size of one of its tensor arguments (a list of tensors counts as their sum), read when
-    the call was made."""
+    the call was made. received: the bytes the call writes into this rank's tensors, its
+    outputs (the first argument of every c10d op and ProcessGroup method, the result of a
+    functional collective); 0 for send, barrier and wait. An all-reduce or a broadcast counts
+    its whole tensor, whatever the algorithm moves."""
 
     kind: str
     via: str
     bytes: int
+    received: int = 0
     t: float = field(default_factory=time.perf_counter)
 
 
@@ -722,6 +726,20 @@ def _arg_bytes(args, kwargs):
     return max([_tensor_bytes(a) for a in list(args) + list(kwargs.values())], default=0)
 
 
+_NOTHING_RECEIVED = ("send", "barrier", "wait")
+
+
+def _received_bytes(kind, args, result=None, functional=False):
+    """Bytes a collective writes into this rank's tensors: the result of a functional
+    collective, the first argument (the output, or the tensors reduced in place) of a c10d op or
+    a ProcessGroup method (every one of their schemas puts it first)."""
+    if kind in _NOTHING_RECEIVED:
+        return 0
+    if functional:
+        return _tensor_bytes(result)
+    return _tensor_bytes(args[0]) if args else 0
+
+
 _python_dispatch = None
 
 
@@ -739,12 +757,22 @@ def _census_mode_class():
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
-                if getattr(func, "namespace", "") in _COLLECTIVE_NAMESPACES:
-                    name = str(func)
-                    if name.split(".")[1].replace("_", "") not in _CENSUS_SKIP:
-                        self.sink(Collective(_collective_kind(name.split(".")[1]), name,
-                                             _arg_bytes(args, kwargs)))
-                return func(*args, **kwargs)
+                namespace = getattr(func, "namespace", "")
+                name = str(func)
+                if namespace not in _COLLECTIVE_NAMESPACES or \
+                        name.split(".")[1].replace("_", "") in _CENSUS_SKIP:
+                    return func(*args, **kwargs)
+                kind = _collective_kind(name.split(".")[1])
+                sent = _arg_bytes(args, kwargs)
+                if namespace == "c10d":
+                    # Recorded before the call, as the collective is launched.
+                    self.sink(Collective(kind, name, sent, _received_bytes(kind, args)))
+                    return func(*args, **kwargs)
+                t = time.perf_counter()  # when it was launched; its size is known after
+                result = func(*args, **kwargs)
+                self.sink(Collective(kind, name, sent,
+                                     _received_bytes(kind, args, result, functional=True), t))
+                return result
 
         _python_dispatch.census_mode = _CensusMode
     return _python_dispatch.census_mode
@@ -1447,8 +1475,9 @@ class Harness:
                     m is mode for m in _python_dispatch._get_current_dispatch_mode_stack()):
                 return  # the dispatcher shows it to the mode
             method = call.name.split(".", 1)[1]
-            add(Collective(_collective_kind(method), call.name,
-                           _arg_bytes(call.args[1:], call.kwargs)))
+            kind = _collective_kind(method)
+            add(Collective(kind, call.name, _arg_bytes(call.args[1:], call.kwargs),
+                           _received_bytes(kind, call.args[1:])))
 
         routes = set()
         for owner in ("ProcessGroup", "Backend"):

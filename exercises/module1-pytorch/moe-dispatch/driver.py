@@ -16,6 +16,12 @@ both checks (what was received; what came back) are exact. A case's n is the num
 tokens on rank 0 (rank r has n + 37 r, except in "empty-" cases where rank 0 has none);
 rows have D numbers (PERF_D in the timed case).
 
+Right rows are not enough: sending every token to every rank, which keeps its own, gives the
+same rows. The rank counts every collective dispatch and combine launch (h.count_collectives, any
+kind, any route) and hands over the bytes each wrote into this rank's tensors; the verifier
+allows the rows routed to this rank (dispatch) or this rank's own rows (combine) plus
+meta_allowance() bytes for the counts.
+
 Performance (GPU, bfloat16): dispatch + combine against an all_gather-based exchange (every
 token to every rank, then reduce_scatter back). Then "after-timing": the rows of the last timed
 call, then new rows and destinations in the timed tensors and one more call, both checked, so
@@ -25,7 +31,8 @@ The checks are made by each rank's verifier, a second process that runs this fil
 learner's module (docs/protocol.md §4, "The verifier"): the rank hands over what dispatch
 returned and what combine returned; the verifier makes every rank's tokens, destinations and
 expert factors from the seed, hence the rows this rank must receive, which the rank itself
-cannot make.
+cannot make. The bytes the rank's collectives received are counted in the rank: see
+docs/protocol.md §4, "How the result was made".
 """
 import sys
 
@@ -57,12 +64,50 @@ def tokens_of(r, name, n, it, d):
     return x, dest
 
 
-def perf_tokens(n, it):
-    """This rank's rows (bfloat16, whole numbers: exact) and destinations, spread evenly, for the
-    timed calls (it = 100) and the call after them (it = 200)."""
-    x = h.exact((n, PERF_D), iter=it, dtype=torch.bfloat16)
-    dest = ((h.exact((n,), iter=it, salt=1) + 64) % h.world).to(torch.int64)
-    return x, dest
+def perf_tokens(n, it, r=None):
+    """Rank r's rows (bfloat16, whole numbers: exact) and destinations, spread evenly, for the
+    timed calls (it = 100) and the call after them (it = 200); this rank's by default."""
+    r = h.rank if r is None else r
+    return h.exact((n, PERF_D), rank=r, iter=it, dtype=torch.bfloat16), perf_dest(n, it, r)
+
+
+def perf_dest(n, it, r):
+    return ((h.exact((n,), rank=r, iter=it, salt=1) + 64) % h.world).to(torch.int64)
+
+
+# What a rank may receive besides the rows routed to it, in each of dispatch and combine: the
+# counts (one integer per pair of ranks, through any collective, even a world x world matrix
+# all-reduced) and some room; far less than the extra rows of sending every token everywhere in
+# every case but "tiny".
+def meta_allowance():
+    return 4096 + 64 * h.world * h.world
+
+
+def received_by_kind(census):
+    """{kind: [calls, bytes received]} of a census (h.count_collectives), for the verifier."""
+    out = {}
+    for c in census:
+        if c.received or c.kind not in ("wait", "barrier"):
+            e = out.setdefault(c.kind, [0, 0])
+            e[0] += 1
+            e[1] += c.received
+    return out
+
+
+def over_budget(what, census, rows, row_bytes):
+    """The problem, if the collectives of dispatch or combine (census: received_by_kind, as
+    the rank handed it over) brought this rank more than its rows and the counts, else None."""
+    if not isinstance(census, dict):
+        return f"{what}: the rank did not hand over what its collectives received"
+    got = sum(int(v[1]) for v in census.values())
+    need = rows * row_bytes
+    if got <= need + meta_allowance():
+        return None
+    calls = ", ".join(f"{k} x{v[0]} ({v[1]} bytes)" for k, v in sorted(census.items()))
+    return (f"{what}: this rank's collectives received {got} bytes ({calls}), where the "
+            f"{rows} rows routed to it are {need} bytes (and {meta_allowance()} more are allowed "
+            "for the counts): send each row only to the rank that needs it, not every token "
+            "everywhere or padded to a fixed capacity")
 
 
 AFTER_TIMING = ("after the timed calls, a call with new data in the same buffers gave a wrong "
@@ -76,7 +121,7 @@ def after_timing(name, n, x=None, dest=None, last=None, exchange=None, factor=No
     expert_factor(dest[i], it), the factor of the rank it went to (it = 100 for the timed
     calls, 200 for the one after them); one record. A rank knows only its own factor, so the
     rows can only come back from the experts."""
-    back = None
+    back = received = None
     last = h.hand_over(f"after-timing/{name}/last", last)
     if h.computes:
         x2, dest2 = perf_tokens(n, 200)
@@ -84,9 +129,11 @@ def after_timing(name, n, x=None, dest=None, last=None, exchange=None, factor=No
         dest.copy_(dest2)
         factor[0] = expert_factor(h.rank, 200)
         del x2, dest2
-        with h.forbid():
+        with h.count_collectives() as census, h.forbid():
             back = exchange()
+        received = received_by_kind(census)
     back = h.hand_over(f"after-timing/{name}/fresh", back)
+    received = h.hand_over(f"after-timing/{name}/received", received)
     if not h.verifies:
         return
 
@@ -103,6 +150,13 @@ def after_timing(name, n, x=None, dest=None, last=None, exchange=None, factor=No
     if not r2.ok():
         r2.msg_parts.append(AFTER_TIMING)
     r.add(r2)
+    # Dispatch and combine together: the rows routed here, then this rank's own coming back.
+    routed = sum(int((perf_dest(n, 200, src) == h.rank).sum()) for src in range(h.world))
+    problem = over_budget("after-timing (dispatch and combine)", received, routed + n,
+                          PERF_D * 2)
+    if problem:
+        r.forced = True
+        r.msg_parts.append(problem)
     if not r.ok():
         r.msg_parts.append(f"performance case {name}: every call must do the whole work, "
                            "repeated calls with the same buffers included")
@@ -123,21 +177,25 @@ if h.computes:
 for name, n in h.cases.items():
     result = None
     for it in range(2):
-        recv = back = None
+        recv = back = into_dispatch = into_combine = None
         if h.computes:
             x, dest = tokens_of(h.rank, name, n, it, D)
-            with h.forbid():
+            with h.count_collectives() as census, h.forbid():
                 recv, state = learner.dispatch(x.clone(), dest.clone())
+            into_dispatch = received_by_kind(census)
         # Handed over before combine runs, as the rank saw it then.
         recv = h.hand_over(f"{name}/{it}/recv", recv)
+        into_dispatch = h.hand_over(f"{name}/{it}/dispatch-received", into_dispatch)
         if h.computes:
             # combine runs whatever dispatch returned: every rank must make the same collective
             # calls, whatever its own results.
             out = recv * expert_factor(h.rank, it)  # the expert
-            with h.forbid():
+            with h.count_collectives() as census, h.forbid():
                 back = learner.combine(out, state)
+            into_combine = received_by_kind(census)
             del x, dest, out, state
         back = h.hand_over(f"{name}/{it}/back", back)
+        into_combine = h.hand_over(f"{name}/{it}/combine-received", into_combine)
         if not h.verifies:
             continue
         x, dest = tokens_of(h.rank, name, n, it, D)
@@ -165,6 +223,15 @@ for name, n in h.cases.items():
                         "was in the input")
             rc.msg_parts.append(msg)
         r.add(rc)  # one case: what was received, then what came back
+        # The values can be right with every token sent everywhere: the bytes say otherwise.
+        row_bytes = D * x.element_size()
+        for problem in (over_budget(f"iteration {it}: dispatch", into_dispatch,
+                                    want_recv.shape[0], row_bytes),
+                        over_budget(f"iteration {it}: combine", into_combine, x.shape[0],
+                                    row_bytes)):
+            if problem:
+                r.forced = True
+                r.msg_parts.append(problem)
         if result is None or result.ok():
             result = r
     if h.verifies:
