@@ -16,7 +16,9 @@
 Manifests are read with regular expressions (no YAML module on the CI machine): the
 `variants:` block is split into entries at each `- `, in block or flow style.
 """
+import concurrent.futures
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -70,8 +72,33 @@ def check_starters(build_json, root):
     return 1 if bad else 0
 
 
+def build_variant(binary, mid, name, expect, words):
+    """The problem with one variant's build, or None when it ended as its manifest says."""
+    proc = subprocess.run([binary, "build", mid, "--variant", name, "--json"], capture_output=True, text=True)
+    try:
+        doc = json.loads(proc.stdout)
+        r = doc["reports"][0] if isinstance(doc, dict) else doc[0]
+    except (ValueError, KeyError, IndexError):
+        return f"no JSON report (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
+    verdict, stage = r.get("verdict"), r.get("stage")
+    text_all = json.dumps(r).lower()
+    if expect in ("build", "policy"):
+        ok = verdict == "failed" and stage == expect
+        missing = [w for w in words if w.lower() not in text_all]
+        if ok and missing:
+            return f"the report lacks {missing}"
+        return None if ok else f"ended {verdict} at {stage}: {r.get('headline')}"
+    if verdict == "passed":
+        return None
+    return f"expected to build and pass policy (expect {expect}), ended {verdict} at {stage}: {r.get('headline')}"
+
+
 def check_variants(root, binary, prefix=""):
-    bad = checked = 0
+    """Builds run side by side, one per CPU (MGPU_BUILD_JOBS overrides): the build cache takes
+    concurrent writers (each artifact is written aside and renamed into place), and nvcc uses
+    one core. Problems print in manifest order."""
+    bad = 0
+    jobs = []
     for m in sorted(pathlib.Path(root).glob("exercises/*/*/exercise.yaml")):
         text = m.read_text()
         mid, kind, _ = manifest_fields(text)
@@ -83,33 +110,16 @@ def check_variants(root, binary, prefix=""):
             bad += 1
             print(f"{mid}: variants read from the manifest {sorted(e[0] for e in entries)} do not match the folders {folders}")
             continue
-        for name, expect, words in entries:
-            checked += 1
-            proc = subprocess.run([binary, "build", mid, "--variant", name, "--json"], capture_output=True, text=True)
-            try:
-                doc = json.loads(proc.stdout)
-                r = doc["reports"][0] if isinstance(doc, dict) else doc[0]
-            except (ValueError, KeyError, IndexError):
+        jobs += [(mid, name, expect, words) for name, expect, words in entries]
+    workers = int(os.environ.get("MGPU_BUILD_JOBS") or 0) or os.cpu_count() or 1
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        results = pool.map(lambda j: build_variant(binary, *j), jobs)
+        for (mid, name, _, _), problem in zip(jobs, results):
+            if problem:
                 bad += 1
-                print(f"{mid} variant {name}: no JSON report (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
-                continue
-            verdict, stage = r.get("verdict"), r.get("stage")
-            text_all = json.dumps(r).lower()
-            if expect in ("build", "policy"):
-                ok = verdict == "failed" and stage == expect
-                missing = [w for w in words if w.lower() not in text_all]
-                if ok and missing:
-                    ok = False
-                    why = f"the report lacks {missing}"
-                else:
-                    why = f"ended {verdict} at {stage}: {r.get('headline')}"
-            else:
-                ok = verdict == "passed"
-                why = f"expected to build and pass policy (expect {expect}), ended {verdict} at {stage}: {r.get('headline')}"
-            if not ok:
-                bad += 1
-                print(f"{mid} variant {name}: {why}")
-    print(f"{checked} cuda/c variants built as their manifests say" if not bad else f"{bad} of {checked} variant builds wrong")
+                print(f"{mid} variant {name}: {problem}")
+    checked = len(jobs)
+    print(f"{checked} cuda/c variants built as their manifests say ({workers} at a time)" if not bad else f"{bad} of {checked} variant builds wrong")
     return 1 if bad else 0
 
 
