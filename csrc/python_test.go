@@ -288,6 +288,14 @@ s = dist.TCPStore("127.0.0.1", 29999, 2, True)
 from torch.distributed import FileStore
 import torch.distributed.rpc as rpc
 import torch.distributed._symmetric_memory as symm_mem
+import functools, dataclasses
+functools.update_wrapper(m, dist.all_reduce, assigned=("__globals__",), updated=())
+Box = dataclasses.make_dataclass("Box", [("__globals__", object, None)])
+match m:
+    case Box(g): pass
+from functools import wraps
+match 3:
+    case int(n) if n > 2: pass
 `
 	honest := `import os
 import torch
@@ -341,6 +349,9 @@ def flat(ts, out):
 		t.Fatalf("honest code refused: %q", got)
 	}
 	got := strings.Join(run(ep), "\n")
+	if strings.Contains(got, "\n54 ") {
+		t.Errorf("case int(n) (a builtin type matching its subject) refused:\n%s", got)
+	}
 	for _, want := range []string{"3 import mgpu_harness", "4 sys.modules", "5 torch.eq = ...", "6 getattr(..., <computed name>)",
 		"7 .__globals__", "8 eval", "9 open", "10 class T(torch.Tensor)", "12 def __eq__", "14 os.write",
 		"15 .sys", "16 import __main__", "17 import pickle", "18 getattr", "19 {0.sys}",
@@ -352,7 +363,8 @@ def flat(ts, out):
 		"39 from torch.ops import", "40 torch.ops.c10d.allreduce_",
 		"41 torch.autograd.profiler", "42 from torch import profiler", "43 torch.distributed.TCPStore",
 		"44 from torch.distributed import FileStore", "45 import torch.distributed.rpc",
-		"46 import torch.distributed._symmetric_memory"} {
+		"46 import torch.distributed._symmetric_memory", "48 .update_wrapper", "49 .make_dataclass",
+		"51 case C(<positional pattern>)", "52 from functools import wraps"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

@@ -127,12 +127,21 @@ ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", 
          # other modules' names and builtins, as torch and the stdlib bind them (enum.bltns is
          # builtins, torch.export.logging is logging, torch.storage.io is io, ...)
          "bltns", "getattr", "setattr", "delattr", "currentframe", "logging", "io", "mp",
-         "concurrent", "queue", "dis", "ast", "zipfile", "glob", "open"}
+         "concurrent", "queue", "dis", "ast", "zipfile", "glob", "open",
+         # attributes named by strings: update_wrapper/wraps copy the ones their arguments
+         # name onto another object (a red-team pass read a harness wrapper's __dict__ and
+         # __globals__ that way), make_dataclass makes fields, hence a class pattern's
+         # positional attributes, from strings
+         "update_wrapper", "wraps", "make_dataclass"}
 # On a library's objects also: loading from files runs code (pickle); the rest of SUBMODULES.
 # (torch.distributed.run and .launch start processes, .elastic too; torch.utils.benchmark and
 # collect_env compile or run programs.)
 MODULE_ATTRS = {"load", "save", "load_state_dict_from_url", "run", "launch", "elastic", "benchmark",
                 "collect_env"} | set(SUBMODULES)
+# Builtin types whose class pattern takes one positional part, matched against the subject
+# itself (case int(n)).
+SELF_MATCHING = {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set",
+                 "str", "tuple"}
 DUNDER_OK = {"__init__", "__name__", "__class__", "__qualname__", "__doc__", "__len__",
              "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__repr__", "__str__",
              "__getitem__", "__setitem__", "__contains__", "__version__", "__file__"}
@@ -274,6 +283,16 @@ class Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_MatchClass(self, node):
+        # case C(p): the positional parts read the attributes C.__match_args__ names, strings
+        # the check cannot follow (a class registered as a virtual base of any type reads what
+        # it likes). Only the builtin types that match their subject itself may take one.
+        if node.patterns and not (isinstance(node.cls, ast.Name)
+                                  and node.cls.id in SELF_MATCHING
+                                  and node.cls.id not in self.modules):
+            self.flag(node, "case C(<positional pattern>)",
+                      "a class pattern with positional parts reads the attributes its class's "
+                      "__match_args__ names, which the check cannot see; name them "
+                      "(case C(x=...))")
         # case C(name=pattern) reads obj.name: the same rules as an attribute written out.
         for name in node.kwd_attrs:
             if name.startswith("__") and name.endswith("__") and name not in DUNDER_OK:

@@ -72,12 +72,28 @@ if h.computes and W > 1:
     if h.on_gpu:
         torch.cuda.synchronize()
 
+# The only collectives that may carry the chunks: the ring's sends and receives. Anything else,
+# through any route, is counted (h.count_collectives): an all-gather of the whole of A started
+# asynchronously beside the own rows' GEMM has the ring's timeline on 2 GPUs and passed every
+# check before (a red-team pass).
+P2P = ("send", "recv")
+
+
+def route_problem(when, others):
+    """when: "iteration 0", ... or "after timing"."""
+    return (f"{when}: besides sends and receives your code launched other collectives: "
+            f"{mgpu_harness.describe_collectives(others)}. The chunks must travel around the "
+            "ring in point-to-point messages only (dist.batch_isend_irecv with P2POp "
+            "isend/irecv), one chunk per step: a library collective that gathers A is the "
+            "unfused form")
+
+
 for name, n in h.cases.items():
     m, K, cols = dims(n)
     result = None
     problems = []
     for it in range(ITERS):
-        y = None
+        y = others = None
         if h.computes:
             a_in = h.exact((m, K), iter=it, salt=1)
             b_in = h.exact((K, cols), iter=it, salt=2)  # this rank's own shard
@@ -86,11 +102,15 @@ for name, n in h.cases.items():
             dist.barrier()
             if R != 0:
                 time.sleep(DELAY_S)  # rank 0 runs ahead: its chunks arrive late
-            with h.forbid():
+            with h.count_collectives() as census, h.forbid():
                 y = learner.overlapped(a_in, b_in)
+            others = mgpu_harness.collectives_besides(census, P2P)
         y = h.hand_over(f"{name}/{it}/y", y)
+        others = h.hand_over(f"{name}/{it}/other-collectives", others)
         if not h.verifies:
             continue
+        if others and not problems:
+            problems.append(route_problem(f"iteration {it}", others))
         b = h.exact((K, cols), iter=it, salt=2, device=h.device, dtype=torch.float64)
         blocks = [h.exact((m, K), rank=s, iter=it, salt=1, dtype=torch.float64) @ b
                   for s in range(W)]
@@ -119,7 +139,7 @@ for name, n in h.cases.items():
     if not h.verifies:
         continue
     if problems:
-        result.bad = max(result.bad, 1)
+        result.forced = True  # the values may be right: the case fails on the route
         result.msg_parts += problems
     h.record(name, result)
 
@@ -150,7 +170,7 @@ if h.timing:
     all_gather = h.real("torch.distributed.all_gather_into_tensor")
     for name, n in h.perf_cases.items():
         m, K, cols = PERF_M // W, PERF_K, n // W
-        y_last = y_fresh = None
+        y_last = y_fresh = others = None
         if h.computes:
             a = small((m, K), R, PERF_ITER, 1).to(torch.bfloat16)
             b = small((K, cols), R, PERF_ITER, 2).to(torch.bfloat16)
@@ -177,14 +197,19 @@ if h.timing:
         if h.computes:
             a.copy_(small(a.shape, R, AFTER_ITER, 1))
             b.copy_(small(b.shape, R, AFTER_ITER, 2))
-            with h.forbid():
+            with h.count_collectives() as census, h.forbid():
                 y_fresh = learner.overlapped(a, b)
+            others = mgpu_harness.collectives_besides(census, P2P)
             if h.on_gpu:
                 torch.cuda.synchronize()
         y_fresh = h.hand_over(f"after-timing/{name}/fresh", y_fresh)
+        others = h.hand_over(f"after-timing/{name}/other-collectives", others)
         if h.verifies:
-            h.record_after_timing(name, last_res,
-                                  bf16_result(y_fresh, *product(m, K, cols, AFTER_ITER)), n=n)
+            fresh = bf16_result(y_fresh, *product(m, K, cols, AFTER_ITER))
+            if others:
+                fresh.forced = True
+                fresh.msg_parts.append(route_problem("after timing", others))
+            h.record_after_timing(name, last_res, fresh, n=n)
 elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 

@@ -237,6 +237,22 @@ if h.computes and W > 1:
         torch.cuda.synchronize()
 
 
+# The only collectives that may carry the data: the ring's sends and receives (isend, irecv,
+# batch_isend_irecv). Anything else, through any route, is counted (h.count_collectives): a
+# library all-gather, gather or all-reduce of the partials, or DistributedDataParallel's
+# reducer, adds them up for you (red-team passes got right blocks through each).
+P2P = ("send", "recv")
+
+
+def route_problem(when, others):
+    """when: "iteration 0", ... or "after timing"."""
+    return (f"{when}: besides sends and receives your code launched other "
+            f"collectives: {mgpu_harness.describe_collectives(others)}. The partials must "
+            "travel around the ring in point-to-point messages only (dist.batch_isend_irecv "
+            "with P2POp isend/irecv), each rank adding its own: a library collective that "
+            "gathers or reduces them is the reduce-scatter done for you")
+
+
 def every_block(y, m, N):
     """The rank: every rank's result as an (m, N) float64 block (zeros where it is not a tensor
     of that shape) and whether it was, for the verifier's diagnosis: the driver's own
@@ -261,7 +277,7 @@ for name, n in h.cases.items():
     result = None
     problems = []
     for it in range(ITERS):
-        y = blocks = shaped = None
+        y = blocks = shaped = others = None
         if h.computes:
             x = h.exact((M, hi - lo), iter=it, salt=1)
             w = h.exact((hi - lo, N), iter=it, salt=2)
@@ -277,15 +293,19 @@ for name, n in h.cases.items():
             bait = [torch.full((m, N), BAIT_VALUE, dtype=x.dtype, device=h.device)
                     for _ in range(BAITS)]
             del bait
-            with h.forbid():
+            with h.count_collectives() as census, h.forbid():
                 y = learner.matmul_reduce_scatter(x, w)
+            others = mgpu_harness.collectives_besides(census, P2P)
             blocks, shaped = every_block(y, m, N)
         tag = f"{name}/{it}"
         y = h.hand_over(tag + "/y", y)
+        others = h.hand_over(tag + "/other-collectives", others)
         blocks = h.hand_over(tag + "/blocks", blocks)
         shaped = h.hand_over(tag + "/shaped", shaped)
         if not h.verifies:
             continue
+        if others and not problems:
+            problems.append(route_problem(f"iteration {it}", others))
         # Every rank's partial (float64) for the expected result and the diagnosis.
         partials = []
         for s in range(W):
@@ -315,7 +335,7 @@ for name, n in h.cases.items():
     if not h.verifies:
         continue
     if problems:
-        result.bad = max(result.bad, 1)
+        result.forced = True  # the values may be right: the case fails on the route
         result.msg_parts += problems
     h.record(name, result)
 
@@ -354,7 +374,7 @@ if h.timing:
     for name, n in h.perf_cases.items():
         M, K, N = PERF_M, n, PERF_N
         k = K // W
-        y_last = y_fresh = None
+        y_last = y_fresh = others = None
         if h.computes:
             x = small((M, k), R, PERF_ITER, 1).to(torch.bfloat16)
             w = small((k, N), R, PERF_ITER, 2).to(torch.bfloat16)
@@ -380,14 +400,19 @@ if h.timing:
         if h.computes:
             x.copy_(small(x.shape, R, AFTER_ITER, 1))
             w.copy_(small(w.shape, R, AFTER_ITER, 2))
-            with h.forbid():
+            with h.count_collectives() as census, h.forbid():
                 y_fresh = learner.matmul_reduce_scatter(x, w)
+            others = mgpu_harness.collectives_besides(census, P2P)
             if h.on_gpu:
                 torch.cuda.synchronize()
         y_fresh = h.hand_over(f"after-timing/{name}/fresh", y_fresh)
+        others = h.hand_over(f"after-timing/{name}/other-collectives", others)
         if h.verifies:
-            h.record_after_timing(name, last_res,
-                                  bf16_result(y_fresh, *block_sum(M, k, N, AFTER_ITER)), n=n)
+            fresh = bf16_result(y_fresh, *block_sum(M, k, N, AFTER_ITER))
+            if others:
+                fresh.forced = True
+                fresh.msg_parts.append(route_problem("after timing", others))
+            h.record_after_timing(name, last_res, fresh, n=n)
 elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
