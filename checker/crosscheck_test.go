@@ -116,3 +116,17 @@ func TestCrossCheck(t *testing.T) {
 		t.Errorf("cross-check pass: %d ranks, notes %q", len(r.Run.Ranks), r.Notes)
 	}
 }
+
+func TestCrossRanks(t *testing.T) {
+	e := &course.Exercise{}
+	if got := crossRanks(e); got != CrossRanks {
+		t.Fatalf("default: %d ranks, want %d", got, CrossRanks)
+	}
+	e.Launch.CrossCheckRanks = 4
+	if got := crossRanks(e); got != 4 {
+		t.Fatalf("launch.cross_check_ranks 4: %d ranks", got)
+	}
+	if got := crossRanks(nil); got != CrossRanks {
+		t.Fatalf("no exercise: %d ranks", got)
+	}
+}

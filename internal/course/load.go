@@ -494,6 +494,9 @@ func (v *exerciseCheck) checkLaunch() {
 			v.errAt(v.at("launch", "ranks"), "ranks %q must be \"all\" or a positive whole number", l.Ranks)
 		}
 	}
+	if l.CrossCheckRanks != 0 && (l.CrossCheckRanks < 3 || l.CrossCheckRanks > 8) {
+		v.errAt(v.at("launch", "cross_check_ranks"), "cross_check_ranks %d must be from 3 to 8 (the CPU runs that many ranks)", l.CrossCheckRanks)
+	}
 	if l.CudaAwareMPI && l.Launcher != "mpirun" {
 		v.errAt(v.at("launch", "cuda_aware_mpi"), "cuda_aware_mpi needs launcher mpirun")
 	}

@@ -70,6 +70,10 @@ type Launch struct {
 	// KeepGoing leaves the other ranks running when one rank dies (fault-tolerance exercises
 	// judge how the survivors react); the timeout still applies.
 	KeepGoing bool `yaml:"keep_going"`
+	// CrossCheckRanks is the rank count of the CPU cross-check of a python exercise that needs
+	// no GPU (checker.CrossRanks when 0): 4 where a mistake shows on 4 ranks only (an uneven
+	// split whose sizes agree with the right ones on 2 and 3 ranks).
+	CrossCheckRanks int `yaml:"cross_check_ranks"`
 }
 
 // Requirements are what the machine must have; unmet ones refuse the check with exit code 3.

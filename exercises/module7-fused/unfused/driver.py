@@ -31,6 +31,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from torch.utils.flop_counter import FlopCounterMode
 
 import mgpu_harness
 
@@ -71,22 +72,55 @@ def from_rank0(shape, make):
     return t
 
 
+# The route: the rows travel in one all-gather (any collective but an all-gather, by any route,
+# is counted: h.count_collectives), and the GEMM multiplies by this rank's columns of b only
+# (the multiply-adds of matrix products, counted by torch's FlopCounterMode, at most
+# FLOP_SLACK times those of A @ b[:, lo:hi]). An all-reduce of a zero-padded buffer and a GEMM
+# with the whole of b, sliced after, gave the right result (a red-team pass).
+FLOP_SLACK = 1.25
+
+
+def route_problems(when, others, flops, lo, hi, m, K):
+    problems = []
+    if others:
+        problems.append(f"{when}: besides the all-gather your code launched other collectives: "
+                        f"{mgpu_harness.describe_collectives(others)}. Gather the rows with "
+                        "dist.all_gather_into_tensor, nothing else")
+    need = 2 * W * m * K * (hi - lo)
+    if flops is not None and flops > FLOP_SLACK * need:
+        problems.append(f"{when}: your matrix products did {flops} floating-point operations, "
+                        f"where A @ b[:, lo:hi] takes {need} ({hi - lo} columns): multiply by "
+                        "this rank's columns of b only, not by the whole of b and slice after")
+    return problems
+
+
+def counted(call):
+    """The rank: call() under the collective census and torch's FLOP counter; (result, the
+    collectives besides all-gathers, the matrix products' floating-point operations)."""
+    with h.count_collectives() as census, FlopCounterMode(display=False) as flops, h.forbid():
+        y = call()
+    return y, mgpu_harness.collectives_besides(census, ("all_gather",)), flops.get_total_flops()
+
+
 for name, n in h.cases.items():
     m, K, N = dims(n)
     lo, hi = cols(R, W, N)
     result = None
     problems = []
     for it in range(ITERS):
-        y = None
+        y = others = flops = None
         if h.computes:
             a = h.exact((m, K), iter=it, salt=1)
             # The same full weight on every rank: rank 0's numbers.
             b = from_rank0((K, N), lambda: h.exact((K, N), rank=0, iter=it, salt=2))
-            with h.forbid():
-                y = learner.gather_then_matmul(a.clone(), b.clone())
+            y, others, flops = counted(lambda: learner.gather_then_matmul(a.clone(), b.clone()))
         y = h.hand_over(f"{name}/{it}/y", y)
+        others = h.hand_over(f"{name}/{it}/other-collectives", others)
+        flops = h.hand_over(f"{name}/{it}/flops", flops)
         if not h.verifies:
             continue
+        if not problems:
+            problems += route_problems(f"iteration {it}", others, flops, lo, hi, m, K)
         b = h.exact((K, N), rank=0, iter=it, salt=2)
         a_full = torch.cat([h.exact((m, K), rank=s, iter=it, salt=1, dtype=torch.float64)
                             for s in range(W)])
@@ -127,7 +161,7 @@ for name, n in h.cases.items():
     if not h.verifies:
         continue
     if problems:
-        result.bad = max(result.bad, 1)
+        result.forced = True  # the values may be right: the case fails on the route
         result.msg_parts += problems
     h.record(name, result)
 
@@ -159,7 +193,7 @@ if h.timing:
     for name, n in h.perf_cases.items():
         m, K, N = PERF_M // W, PERF_K, n
         lo, hi = cols(R, W, N)
-        y_last = y_fresh = None
+        y_last = y_fresh = others = flops = None
         if h.computes:
             a = small((m, K), R, PERF_ITER, 1).to(torch.bfloat16)
             b = from_rank0((K, N), lambda: small((K, N), 0, PERF_ITER, 2)).to(torch.bfloat16)
@@ -186,15 +220,19 @@ if h.timing:
         if h.computes:
             a.copy_(small(a.shape, R, AFTER_ITER, 1))
             b.copy_(from_rank0((K, N), lambda: small((K, N), 0, AFTER_ITER, 2)))
-            with h.forbid():
-                y_fresh = learner.gather_then_matmul(a, b)
+            y_fresh, others, flops = counted(lambda: learner.gather_then_matmul(a, b))
             if h.on_gpu:
                 torch.cuda.synchronize()
         y_fresh = h.hand_over(f"after-timing/{name}/fresh", y_fresh)
+        others = h.hand_over(f"after-timing/{name}/other-collectives", others)
+        flops = h.hand_over(f"after-timing/{name}/flops", flops)
         if h.verifies:
-            h.record_after_timing(name, last_res,
-                                  bf16_result(y_fresh, *product(m, K, N, lo, hi, AFTER_ITER)),
-                                  n=n)
+            fresh = bf16_result(y_fresh, *product(m, K, N, lo, hi, AFTER_ITER))
+            found = route_problems("after timing", others, flops, lo, hi, m, K)
+            if found:
+                fresh.forced = True
+                fresh.msg_parts += found
+            h.record_after_timing(name, last_res, fresh, n=n)
 elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
 
