@@ -49,6 +49,16 @@ def logframe():
 def spawn():
     import torch.utils.collect_env as ce
     return ce.run("echo forged")
+class One(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.ones(4))
+    def forward(self, x):
+        return (self.p * x).sum()
+def ddp():
+    # DDP's C++ reducer all-reduces the gradient: no Python function of torch.distributed runs.
+    d = torch.nn.parallel.DistributedDataParallel(One())
+    d(torch.ones(4)).backward()
 def ordinary(library_call):
     import heapq, statistics
     library_call()  # a library (here helperlib) starting a tool (file) the policy lets start
@@ -119,6 +129,11 @@ elif what == "census":
             ("broadcast", 32, 32), ("all_to_all", 8, 8), ("all_to_all", 32, 32),
             ("barrier", None, 0)]
     h.record_case("a", got == want, n=1, msg=str(got))
+elif what == "cpp-route":
+    h.init_process_group()
+    with h.forbid(["torch.distributed.all_reduce"]):
+        ev.ddp()
+    h.record_case("a", True, n=1)
 elif what == "meta":
     h.check_equal("a", torch.empty(4, device="meta"), torch.zeros(4))
 elif what == "reading":
@@ -174,6 +189,8 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"p2pop", "done", "", 0},
 		{"tol", "done", `"ok":true`, 0},    // a tolerance per element
 		{"census", "done", `"ok":true`, 0}, // h.count_collectives
+		// A forbidden collective launched from C++ (DDP's reducer) is seen at the dispatcher.
+		{"cpp-route", "error", "through torch.ops.c10d.allreduce_", 1},
 		// A result with no values to read is a wrong result with its reason, not a crash.
 		{"meta", "done", "a meta tensor", 0},
 		{"reading", "done", "gradients that cannot be read (RuntimeError", 0},

@@ -560,6 +560,9 @@ class _Interceptor:
         self.wrappers = {}    # dotted -> wrapper
         self.alias_of = {}    # id(original) -> dotted (for rebinding aliases)
         self.policed = set()  # dotted names (and equivalents) currently forbidden
+        # The dispatcher's collective ops forbidden with them ("c10d::allreduce_" -> the
+        # forbidden name): policed by a dispatch mode (_police_mode_class), not replaced.
+        self.policed_ops = {}
         self.counters = []    # list of (set of names, list of Call)
         self.depth = 0        # forbid() nesting
         self.lock = threading.Lock()
@@ -766,6 +769,35 @@ def _received_bytes(kind, args, result=None, functional=False):
 
 
 _python_dispatch = None
+
+# The dispatcher's namespaces of collective ops, as forbidden names spell them: policed by
+# _police_mode_class, never replaced.
+_DISPATCHED = ("torch.ops.c10d.", "torch.ops._c10d_functional.", "torch.ops.c10d_functional.")
+_police_mode = None
+
+
+def _police_mode_class():
+    """A TorchDispatchMode that raises the harness's policy violation when a forbidden
+    collective's op is dispatched, from Python or C++, on this thread or one autograd runs
+    (made on first use)."""
+    global _police_mode
+    if _police_mode is None:
+        dispatch = importlib.import_module("torch.utils._python_dispatch")
+
+        class _PoliceMode(dispatch.TorchDispatchMode):
+            def __init__(self, icpt):
+                super().__init__()
+                self.icpt = icpt
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                schema = getattr(func, "_schema", None)
+                root = self.icpt.policed_ops.get(getattr(schema, "name", ""))
+                if root is not None and self.icpt.depth > 0:
+                    self.icpt.h._violation(root, "torch.ops." + schema.name.replace("::", "."))
+                return func(*args, **(kwargs or {}))
+
+        _police_mode = _PoliceMode
+    return _police_mode
 
 
 def _census_mode_class():
@@ -1421,24 +1453,39 @@ class Harness:
         ok = self._icpt.install(name)
         self._icpt.policed.add(name)
         for eq in _EQUIVALENTS.get(name, []):
-            if self._icpt.install(eq, root=name):
+            if eq.startswith(_DISPATCHED):
+                # Not replaced: torch looks these op packets up when C++ code (DDP's reducer,
+                # a ProcessGroup method) hands a collective to a Python dispatch mode, and a
+                # stand-in there crashed the process (SIGSEGV with the census active).
+                self._icpt.policed_ops[eq[len("torch.ops."):].replace(".", "::", 1)] = name
+            elif self._icpt.install(eq, root=name):
                 self._icpt.policed.add(eq)
         if not ok:
             self.note(f"forbid: {name} does not exist in this torch; nothing to police")
 
     @contextlib.contextmanager
-    def forbid(self, names=None):
+    def forbid(self, names=None, ops=True):
         """While the block runs (the learner's code), a call to a forbidden function writes an
         error record (where "policy") and raises PolicyViolation, so the rank exits 1.
-        names: extra dotted names to forbid on top of MGPU_FORBID."""
+        names: extra dotted names to forbid on top of MGPU_FORBID. ops: also watch the
+        dispatcher for the forbidden collectives' ops, whoever launches them (C++ code such as
+        DDP's reducer calls no Python function): a dispatch mode, which costs every tensor op
+        some Python, so the timed calls go without it."""
         for n in names or ():
             if n not in self._icpt.policed:
                 self._police(n)
         self._icpt.rebind_torch()
         self._icpt.rebind_aliases(self._learner_modules)
+        mode = None
+        if ops and self._icpt.policed_ops:
+            mode = _police_mode_class()(self._icpt)
         self._icpt.depth += 1
         try:
-            yield
+            if mode is None:
+                yield
+            else:
+                with mode:
+                    yield
         finally:
             self._icpt.depth -= 1
 
@@ -1852,7 +1899,7 @@ class Harness:
         sleep, so the device time is that of the calls back to back, without the host's launch
         cost (as under a CUDA graph). The device µs is then None when the host took longer to
         queue the calls than the gate lasted (the GPU may have waited for it)."""
-        scope = self.forbid() if policed else contextlib.nullcontext()
+        scope = self.forbid(ops=False) if policed else contextlib.nullcontext()
         with scope:
             self._sync()
             if self.on_gpu:
