@@ -48,27 +48,57 @@ var sideRoutes = func() map[string]string {
 			m[n] = why
 		}
 	}
+	// With the C library's other exported names for the same calls (__open, _IO_fopen,
+	// __connect, _Fork, ...: a red-team pass linked each of them past the plain names).
 	add("opens a network or local socket", "socket", "socketpair", "connect", "bind", "listen",
-		"accept", "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg")
+		"accept", "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+		"send", "recv", "__socket", "__connect", "__bind", "__listen", "__accept", "__send",
+		"__recv", "__sendto", "__recvfrom", "__sendmsg", "__recvmsg", "__sendmmsg", "__recvmmsg")
 	add("shares memory or messages between processes", "shm_open", "shm_unlink", "shmget",
-		"shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "semget", "semop", "mq_open",
-		"mq_send", "mq_receive", "memfd_create", "mmap", "mmap64", "pipe", "pipe2", "mkfifo",
-		"mkfifoat")
+		"shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+		"semtimedop", "semctl", "sem_open", "sem_unlink", "mq_open", "mq_send", "mq_receive",
+		"mq_timedsend", "mq_timedreceive", "memfd_create", "mmap", "mmap64", "__mmap",
+		"__mmap64", "pipe", "pipe2", "__pipe", "__pipe2", "mkfifo", "mkfifoat", "vmsplice")
 	add("opens files", "open", "open64", "openat", "openat64", "creat", "creat64", "fopen",
-		"fopen64", "freopen", "freopen64", "mkstemp", "mkstemp64", "mkostemp", "tmpfile",
-		"tmpfile64")
+		"fopen64", "freopen", "freopen64", "mkstemp", "mkstemp64", "mkostemp", "mkostemp64",
+		"mkstemps", "mkstemps64", "mkostemps", "mkostemps64", "mkdtemp", "tmpfile", "tmpfile64",
+		"__open", "__open64", "__open_2", "__open64_2", "__openat_2", "__openat64_2",
+		"_IO_fopen", "_IO_new_fopen", "fdopen", "_IO_fdopen", "posix_openpt", "getpt",
+		"openpty", "open_by_handle_at", "name_to_handle_at")
 	add("starts processes or reaches into other processes", "fork", "vfork", "clone", "clone3",
-		"execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve", "system",
-		"popen", "posix_spawn", "posix_spawnp", "ptrace", "process_vm_readv",
-		"process_vm_writev", "pidfd_open", "pidfd_getfd")
+		"_Fork", "__fork", "__vfork", "__clone", "__clone2", "__clone3", "daemon", "forkpty",
+		"execve", "execveat", "execv", "execvp", "execvpe", "execl", "execlp", "execle",
+		"fexecve", "system", "popen", "_IO_popen", "posix_spawn", "posix_spawnp", "ptrace",
+		"process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_getfd")
 	add("makes raw system calls, which no symbol check can follow", "syscall")
 	// Without these, dlsym(RTLD_DEFAULT, "open") would reach every function above with no
 	// symbol of its own (lookupForbid adds them, with CUDA's entry-point queries, where an
-	// exercise forbids calls; CUDA's stay allowed elsewhere, for the driver API).
+	// exercise forbids calls; CUDA's stay allowed elsewhere, for the driver API). The second
+	// line lists the ways to a loaded library's symbol table without dlsym (a red-team pass
+	// found ncclAllReduce through dl_iterate_phdr and the library's GNU hash table); walking
+	// memory from an allowed function's address stays open (docs/protocol.md §4).
 	add("looks functions up by name at run time, which hides the calls from this check",
-		"dlopen", "dlmopen", "dlsym", "dlvsym")
+		"dlopen", "dlmopen", "dlsym", "dlvsym", "__libc_dlopen_mode", "__libc_dlsym",
+		"__libc_dlvsym",
+		"dl_iterate_phdr", "dladdr", "dladdr1", "dlinfo", "_dl_find_object", "getauxval",
+		"__getauxval", "_r_debug", "_DYNAMIC")
 	return m
 }()
+
+// fileStreams are the C++ library's file streams: they open files with no C library symbol in
+// the learner's object (std::ofstream, std::ifstream, std::fstream and the filebuf beneath).
+// Matched in the mangled names, where the class names appear as written.
+var fileStreams = []string{"basic_filebuf", "basic_ofstream", "basic_ifstream", "basic_fstream", "__basic_file"}
+
+// fileStream is the C++ file stream class a symbol belongs to ("std::basic_ifstream"), or "".
+func fileStream(sym string) string {
+	for _, c := range fileStreams {
+		if strings.Contains(sym, c) {
+			return "std::" + c
+		}
+	}
+	return ""
+}
 
 // sideWhy is the report's reason for a side route (one of sideRoutes, or "sysenter").
 func sideWhy(name string) string {
@@ -236,6 +266,19 @@ func (k *check) objectIntegrity(prog *program) ([]Violation, int, error) {
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleSide, Symbol: name, Found: s.Name, File: at(name),
 					Why: sideWhy(name)})
+			case fileStream(s.Name) != "":
+				seen[s.Name] = true
+				if seenShown["file stream"] {
+					continue
+				}
+				seenShown["file stream"] = true
+				shown := fileStream(s.Name)
+				vs = append(vs, Violation{Rule: ruleSide, Symbol: shown, Found: s.Name, File: at(strings.TrimPrefix(shown, "std::basic_")),
+					Why: "opens files through the C++ library's file streams: ranks communicate only through the library the exercise teaches, and the harness does the run's own input and output"})
+			case !defined && strings.HasPrefix(name, "PMPI_"):
+				seen[s.Name] = true
+				vs = append(vs, Violation{Rule: ruleSide, Symbol: name, Found: s.Name, File: at(name),
+					Why: "MPI's profiling names (PMPI_*) skip the driver's watch of your MPI calls; call the MPI_* function"})
 			case !defined && strings.HasPrefix(s.Name, "mgpu_") && !learnerHarnessCalls[s.Name]:
 				seen[s.Name] = true
 				vs = append(vs, Violation{Rule: ruleHarness, Symbol: s.Name, Found: s.Name, File: at(s.Name),

@@ -97,6 +97,9 @@ func TestIntegrityRules(t *testing.T) {
 		{"raw system call", "#include <unistd.h>\n#include <sys/syscall.h>\nvoid scale(float *x, int n) { x[0] = (float)(syscall(SYS_getpid) + n); }\n", ruleSide, "syscall"},
 		{"address of mmap taken", "#include <sys/mman.h>\nvoid *(*volatile m)(void *, unsigned long, int, int, int, long) = mmap;\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleSide, "mmap"},
 		{"looks open up by name", "#define _GNU_SOURCE\n#include <dlfcn.h>\nvoid scale(float *x, int n) { int (*o)(const char *, int) = (int (*)(const char *, int))dlsym(RTLD_DEFAULT, \"open\"); x[0] = (float)(o != 0) + (float)n; }\n", ruleSide, "dlsym"},
+		{"open under glibc's other name", "int __open(const char *p, int fl, ...);\nvoid scale(float *x, int n) { x[0] = (float)(__open(\"/tmp/x\", 0) + n); }\n", ruleSide, "__open"},
+		{"walks the loaded libraries", "#define _GNU_SOURCE\n#include <link.h>\nstatic int visit(struct dl_phdr_info *i, size_t s, void *a) { (void)i; (void)s; (void)a; return 1; }\nvoid scale(float *x, int n) { x[0] = (float)(dl_iterate_phdr(visit, 0) + n); }\n", ruleSide, "dl_iterate_phdr"},
+		{"MPI's profiling name", "int PMPI_Barrier(int comm);\nvoid scale(float *x, int n) { x[0] = (float)PMPI_Barrier(n); }\n", ruleSide, "PMPI_Barrier"},
 		{"variables named like the routes", "void scale(float *x, int n) { int open = n, pipe = 1, connect = 2; x[0] = (float)(open + pipe + connect); }\n", "", ""},
 		{"interposes fwrite", "#include <stdio.h>\nsize_t fwrite(const void *p, size_t s, size_t n, FILE *f) { (void)p; (void)s; (void)f; return n; }\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleInterpose, "fwrite"},
 	} {
