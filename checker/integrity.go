@@ -63,7 +63,7 @@ var sideRoutes = func() map[string]string {
 		"fopen64", "freopen", "freopen64", "mkstemp", "mkstemp64", "mkostemp", "mkostemp64",
 		"mkstemps", "mkstemps64", "mkostemps", "mkostemps64", "mkdtemp", "tmpfile", "tmpfile64",
 		"__open", "__open64", "__open_2", "__open64_2", "__openat_2", "__openat64_2",
-		"_IO_fopen", "_IO_new_fopen", "fdopen", "_IO_fdopen", "posix_openpt", "getpt",
+		"_IO_fopen", "_IO_new_fopen", "posix_openpt", "getpt",
 		"openpty", "open_by_handle_at", "name_to_handle_at")
 	add("starts processes or reaches into other processes", "fork", "vfork", "clone", "clone3",
 		"_Fork", "__fork", "__vfork", "__clone", "__clone2", "__clone3", "daemon", "forkpty",
