@@ -72,6 +72,10 @@ func identifiers(line string) []string {
 	return sc.scan(line, true)
 }
 
+// legacySyscall is the 32-bit system call instruction in an asm string (int $0x80, int 128),
+// which a red-team pass used where the words syscall and sysenter are refused.
+var legacySyscall = regexp.MustCompile(`(?i)\bint\s+\$?(0x80|128)\b`)
+
 // lineScanner finds identifiers line after line, keeping what an asm statement spread over
 // several lines needs: whether one is open, how deep its parentheses are, and its string
 // literals not yet read. Adjacent literals are one string to the assembler ("call lib_" "sum"
@@ -90,6 +94,9 @@ func (sc *lineScanner) scan(line string, end bool) []string {
 	flush := func() {
 		if len(sc.pending) > 0 {
 			ids = append(ids, plainIdentifiers(string(sc.pending))...)
+			if legacySyscall.Match(sc.pending) {
+				ids = append(ids, "int $0x80")
+			}
 			sc.pending = sc.pending[:0]
 		}
 	}
@@ -258,7 +265,7 @@ func sourceViolations(lf learnerFile, pp string, forbid []course.Forbidden) ([]V
 			Why: "a #line directive makes the lines after it claim to come from another file, which hides them from this check"})
 	}
 	// Raw system calls written as inline assembly leave no symbol behind.
-	for _, w := range []string{"syscall", "sysenter"} {
+	for _, w := range []string{"syscall", "sysenter", "int $0x80"} {
 		if at, ok := idents[w]; ok {
 			vs = append(vs, Violation{Rule: ruleSide, Symbol: w, Found: w, File: show(at), Why: sideWhy(w)})
 			break

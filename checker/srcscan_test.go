@@ -129,3 +129,22 @@ func TestSourceViolations(t *testing.T) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+func TestLegacySyscallInAsm(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{`long r() { long v; asm volatile("int $0x80" : "=a"(v) : "a"(20)); return v; }`, true},
+		{`void r() { __asm__("mov $1, %eax\n\t" "int $" "0x80"); }`, true},
+		{`int x = 128; int y = 0x80;`, false},                   // not inline assembly
+		{`void r() { asm volatile("int3"); }`, false},           // a breakpoint, not a system call
+		{`void r() { asm volatile("add $128, %rax"); }`, false}, // 128 without int
+	} {
+		var ls lineScanner
+		got := slices.Contains(ls.scan(tc.line, true), "int $0x80")
+		if got != tc.want {
+			t.Errorf("%s: found int $0x80 = %v, want %v", tc.line, got, tc.want)
+		}
+	}
+}
