@@ -311,6 +311,7 @@ Box = dataclasses.make_dataclass("Box", [("__globals__", object, None)])
 match m:
     case Box(g): pass
 from functools import wraps
+store = next(dist.rendezvous("tcp://127.0.0.1:1?rank=0&world_size=1"))
 match 3:
     case int(n) if n > 2: pass
 `
@@ -366,7 +367,7 @@ def flat(ts, out):
 		t.Fatalf("honest code refused: %q", got)
 	}
 	got := strings.Join(run(ep), "\n")
-	if strings.Contains(got, "\n54 ") {
+	if strings.Contains(got, "\n55 ") {
 		t.Errorf("case int(n) (a builtin type matching its subject) refused:\n%s", got)
 	}
 	for _, want := range []string{"3 import mgpu_harness", "4 sys.modules", "5 torch.eq = ...", "6 getattr(..., <computed name>)",
@@ -381,7 +382,7 @@ def flat(ts, out):
 		"41 torch.autograd.profiler", "42 from torch import profiler", "43 torch.distributed.TCPStore",
 		"44 from torch.distributed import FileStore", "45 import torch.distributed.rpc",
 		"46 import torch.distributed._symmetric_memory", "48 .update_wrapper", "49 .make_dataclass",
-		"51 case C(<positional pattern>)", "52 from functools import wraps"} {
+		"51 case C(<positional pattern>)", "52 from functools import wraps", "53 torch.distributed.rendezvous"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

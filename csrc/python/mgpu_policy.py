@@ -88,7 +88,10 @@ COLLECTIVE_OPS = ("torch.ops.c10d", "torch.ops._c10d_functional", "torch.ops.c10
 # torch.distributed.distributed_c10d.FileStore, torch.distributed.rpc.rpc_sync, ...).
 WHY_SIDE = ("moves data between ranks outside the collectives and messages the exercise "
             "checks; use torch.distributed's collectives and point-to-point calls")
-SIDE_CHANNELS = {"TCPStore", "FileStore", "HashStore", "PrefixStore", "Store", "rpc"}
+SIDE_CHANNELS = {"TCPStore", "FileStore", "HashStore", "PrefixStore", "Store", "rpc",
+                 # a store from a URL (tcp://, file://): a red-team pass summed ring-allreduce
+                 # through next(dist.rendezvous(url))
+                 "rendezvous", "register_rendezvous_handler"}
 
 # What of `sys` and `os` a learner may use (everything else of theirs is refused).
 SYS_OK = {"stdout", "stderr", "version", "version_info", "platform", "maxsize", "float_info",

@@ -31,6 +31,7 @@ learner's module (docs/protocol.md §4, "The verifier"): the rank hands over eve
 (flattened into one tensor) and the sizes of the all-reduce calls it counted; the verifier
 makes the means from every rank's inputs, which the rank itself cannot make.
 """
+import collections
 import math
 import sys
 
@@ -116,7 +117,10 @@ for name, d in h.cases.items():
     nbytes = [math.prod(s) * 4 for s in shapes]
     # Several buckets per case, and the embedding (the first gradient) bigger than one bucket.
     bucket = min(PERF_BUCKET, max(4096, nbytes[0] * 3 // 4))
-    oversized = {b for b in nbytes if b > bucket}
+    # How many gradients of each size above the bucket limit there are: each may travel alone
+    # in an all-reduce of its own size, and no more all-reduces of that size may be made (a
+    # red-team pass padded every bucket to the embedding's size).
+    oversized = collections.Counter(b for b in nbytes if b > bucket)
     most = next_fit_buckets(nbytes, bucket)
     result = None
     for it in range(2):
@@ -171,10 +175,13 @@ for name, d in h.cases.items():
         if len(sizes) > most:
             problems.append(f"{len(sizes)} all_reduce calls for {len(shapes)} gradients; filling "
                             f"buckets of {bucket} bytes in order needs only {most}")
-        big = [s for s in sizes if s > bucket and s not in oversized]
+        made = collections.Counter(s for s in sizes if s > bucket)
+        big = [s for s, k in sorted(made.items()) if k > oversized.get(s, 0)]
         if big:
-            problems.append(f"an all_reduce of {big[0]} bytes: buckets hold at most {bucket} "
-                            "bytes (a gradient larger than that is a bucket by itself)")
+            problems.append(f"{made[big[0]]} all_reduce call(s) of {big[0]} bytes: buckets hold "
+                            f"at most {bucket} bytes, and only a gradient larger than that is a "
+                            f"bucket by itself ({oversized.get(big[0], 0)} gradient(s) of "
+                            f"{big[0]} bytes here)")
         if problems and r.ok():
             r.forced = True  # the values are right: the case fails on the calls
         r.msg_parts += problems

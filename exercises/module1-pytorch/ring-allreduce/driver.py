@@ -10,7 +10,8 @@ job rank 1): code that mixes the two numberings fails. Rank 0 runs it on a group
 Inputs are integer-valued: sums are exact in any order and the comparison uses tolerance 0.
 
 The bytes each rank sends are counted where every send ends (ProcessGroup.send): a ring sends
-2 (p-1) chunks of at most ceil(n/p) elements; sending whole tensors to every peer is not a ring.
+2 (p-1) chunks of at most ceil(n/p) elements, all to its right neighbour, in the tensor's own
+dtype; sending whole tensors to every peer is not a ring, however packed.
 Fewer than n elements cannot be right either (each rank must send each of its values at least
 once): the sum then came from a collective through a route that is not policed.
 
@@ -58,14 +59,21 @@ for name, n in h.cases.items():
         group, ranks, grouped = None, list(range(h.world)), False
     result = None
     for it in range(2):
-        t = sent = None
+        t = sent = peers = dtypes = None
         if h.computes:
             t = h.exact(n, iter=it)
             with h.count_calls(send_routes) as sends, h.forbid():
                 learner.ring_all_reduce(t, group)
             sent = sum(x.numel() * x.element_size() for c in sends for x in c.arg(1, "tensors"))
+            # Where the sends went (the group's numbering) and what they carried: a ring sends
+            # to its right neighbour only, the tensor's own numbers (a red-team pass sent whole
+            # tensors to every rank packed as int16, within a ring's bytes).
+            peers = sorted({int(c.arg(2, "dstRank")) for c in sends})
+            dtypes = sorted({str(x.dtype) for c in sends for x in c.arg(1, "tensors")})
         t = h.hand_over(f"{name}/{it}/t", t)
         sent = h.hand_over(f"{name}/{it}/sent", sent)
+        peers = h.hand_over(f"{name}/{it}/peers", peers)
+        dtypes = h.hand_over(f"{name}/{it}/dtypes", dtypes)
         if not h.verifies:
             continue
         want = h.exact_sum(n, iter=it, ranks=ranks, device=t.device)
@@ -80,7 +88,13 @@ for name, n in h.cases.items():
         if not r.ok():
             r.msg_parts.append(where)
         ring = 2 * (p - 1) * -(-n // p) * t.element_size()
-        if sent > ring:
+        if len(peers) > 1 or any(d != str(t.dtype) for d in dtypes):
+            r.forced = True
+            r.msg_parts.append(
+                f"this rank sent to {len(peers)} ranks (group ranks {peers}) in "
+                f"{', '.join(dtypes)}: a ring sends to one neighbour only, the right one, "
+                f"chunks of the tensor as they are ({t.dtype}) ({where})")
+        elif sent > ring:
             r.forced = True  # the values may be right: the case fails on what was sent
             r.msg_parts.append(
                 f"this rank sent {sent} bytes for a tensor of {n * t.element_size()} bytes on "
