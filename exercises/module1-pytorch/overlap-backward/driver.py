@@ -10,6 +10,11 @@ tolerance 1e-5). It also checks that the all-reduces were launched during backwa
 that no all-reduce is much bigger than bucket_bytes. On step LATE_STEP the ranks other than 0
 start backward LATE_S late, so a wait() that does not wait on its handles reads unreduced data.
 
+The driver's own gradient hooks, registered before the learner's, note when each gradient is
+ready: when the first all-reduce of backward is launched, at most one bucket's bytes (bucket_bytes
+plus one parameter) may be ready; launching every bucket from the last gradient's hook passed
+the byte counts below (a red-team pass).
+
 Overlap is judged by bytes, not by calls: every collective of backward and of wait() is counted
 whatever route starts it (h.count_collectives), with its bytes as launched. At least all the
 gradient bytes but one bucket (bucket_bytes plus one parameter) must be all-reduced during
@@ -203,6 +208,12 @@ for ci, (name, width) in enumerate(h.cases.items()):
     total = sum(p.numel() * p.element_size() for p in model.parameters())  # gradient bytes
     got = seen = None
     if h.computes:
+        # The driver's own hooks, registered before the learner's (hooks of a parameter run in
+        # the order they were registered): when each gradient became ready, and its bytes.
+        ready = []
+        for prm in model.parameters():
+            prm.register_post_accumulate_grad_hook(
+                lambda q: ready.append((time.perf_counter(), q.numel() * q.element_size())))
         with h.forbid():
             sync = learner.GradientSync(model, bucket)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -215,10 +226,14 @@ for ci, (name, width) in enumerate(h.cases.items()):
                 # handles reads unreduced gradients.
                 time.sleep(LATE_S)
             timed = step == LATE_STEP and h.rank == 0
+            ready.clear()
             t0 = time.perf_counter()
             with h.count_calls(COUNTED) as during, h.count_collectives() as c_during, \
                     h.forbid():
                 loss_fn(model(x), y).backward()
+            # Gradient bytes ready when the first all-reduce of backward was launched.
+            first = min((c.t for c in c_during if c.kind == "all_reduce"), default=None)
+            ready_at_first = None if first is None else sum(b for t, b in ready if t <= first)
             # Rank 0's backward on the late step, host time: the others start LATE_S late.
             stall = time.perf_counter() - t0 if timed else None
             with h.count_calls(COUNTED) as after, h.count_collectives() as c_after, h.forbid():
@@ -245,6 +260,7 @@ for ci, (name, width) in enumerate(h.cases.items()):
                 "after_bytes": sum(c.bytes for c in c_after if c.kind not in HARMLESS),
                 "others": others,
                 "stall": stall,
+                "ready_at_first": ready_at_first,
             })
         got = mgpu_harness.Unreadable.reading(
             lambda: torch.cat([p.detach().reshape(-1) for p in model.parameters()]), "parameters")
@@ -286,6 +302,12 @@ for ci, (name, width) in enumerate(h.cases.items()):
                             f"bucket, {limit} bytes, must be): launch each bucket's all_reduce "
                             "from the gradient hooks, on the bucket's gradients, as soon as "
                             "its last gradient is ready")
+        elif h.world > 1 and (s.get("ready_at_first") or 0) > limit:
+            problems.append(f"step {step}: the first all_reduce of backward was launched when "
+                            f"{s['ready_at_first']} of the {total} gradient bytes were ready, "
+                            f"more than one bucket ({limit} bytes): nothing overlapped the "
+                            "rest of backward. Launch each bucket from the gradient hooks as "
+                            "soon as its last gradient is ready, not all of them at the end")
         elif s["after_bytes"] > limit:
             problems.append(f"step {step}: wait() launched collectives carrying "
                             f"{s['after_bytes']} bytes, more than one bucket ({limit} bytes): "
