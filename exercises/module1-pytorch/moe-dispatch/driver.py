@@ -84,14 +84,9 @@ def meta_allowance():
 
 
 def received_by_kind(census):
-    """{kind: [calls, bytes received]} of a census (h.count_collectives), for the verifier."""
-    out = {}
-    for c in census:
-        if c.received or c.kind not in ("wait", "barrier"):
-            e = out.setdefault(c.kind, [0, 0])
-            e[0] += 1
-            e[1] += c.received
-    return out
+    """{kind: [calls, bytes received]} of every collective in a census (h.count_collectives),
+    for the verifier."""
+    return mgpu_harness.collectives_besides(census, ())
 
 
 def over_budget(what, census, rows, row_bytes):
@@ -103,7 +98,7 @@ def over_budget(what, census, rows, row_bytes):
     need = rows * row_bytes
     if got <= need + meta_allowance():
         return None
-    calls = ", ".join(f"{k} x{v[0]} ({v[1]} bytes)" for k, v in sorted(census.items()))
+    calls = mgpu_harness.describe_collectives(census)
     return (f"{what}: this rank's collectives received {got} bytes ({calls}), where the "
             f"{rows} rows routed to it are {need} bytes (and {meta_allowance()} more are allowed "
             "for the counts): send each row only to the rank that needs it, not every token "
