@@ -42,6 +42,14 @@ if h.computes:
 # the rank's own input.
 send_routes = ["ProcessGroup.send", "Backend.send"]
 
+
+def peer_of(call):
+    """The destination of a counted send (the group's numbering), or -1 where it was given some
+    other way than the methods' own (tensors, dstRank, tag): a peer of its own, never the
+    neighbour."""
+    dst = call.arg(2, "dstRank")
+    return dst if isinstance(dst, int) else -1
+
 sub_ranks = list(range(1, h.world)) if h.world > 1 else [0]
 groups = [(None, sub_ranks)]
 if h.computes:
@@ -68,7 +76,7 @@ for name, n in h.cases.items():
             # Where the sends went (the group's numbering) and what they carried: a ring sends
             # to its right neighbour only, the tensor's own numbers (a red-team pass sent whole
             # tensors to every rank packed as int16, within a ring's bytes).
-            peers = sorted({int(c.arg(2, "dstRank")) for c in sends})
+            peers = sorted({peer_of(c) for c in sends})
             dtypes = sorted({str(x.dtype) for c in sends for x in c.arg(1, "tensors")})
         t = h.hand_over(f"{name}/{it}/t", t)
         sent = h.hand_over(f"{name}/{it}/sent", sent)
