@@ -5,8 +5,8 @@
  * NCCL communicator itself (rank 0's unique id through MPI_Bcast, the way module2/mpi-vs-nccl
  * taught), with NCCL rank = MPI rank.
  *
- * The counts. Step t's count on rank r is decided by the produce kernel on the GPU from the
- * run's seed: on even steps it lies in [cap/2 + 1, cap], on odd steps in [0, cap/2] (all 1 and
+ * The counts. Step t's count on rank r is decided by the produce kernel on the GPU from rank
+ * r's own key (mgpu_exact_key(seed, r, count_iter)): on even steps it lies in [cap/2 + 1, cap], on odd steps in [0, cap/2] (all 1 and
  * all 0 when cap = 1). So the largest count of a step always differs from the step before:
  * a count that is one step stale is wrong at every step, and at every even step it is too
  * small, so data is lost, not only counted wrong.
@@ -17,9 +17,9 @@
  *     the stream has finished is the previous step's, every time; count_dev holds 0 before the
  *     first step.
  *   - after each step the driver waits for the stream (mgpu_wait_or_hang: an NCCL transfer whose
- *     two ends disagree never completes, and is reported as a hang at this rank) and checks the
- *     returned count against the largest count of the step, computed on the host from the same
- *     formula.
+ *     two ends disagree never completes, and is reported as a hang at this rank); the returned
+ *     counts are checked against the largest count of each step, computed on the host from the
+ *     same formula and every rank's key.
  *   - MPI calls are watched: this driver defines MPI_Allreduce, MPI_Bcast, MPI_Send, ... as thin
  *     wrappers (the MPI profiling interface) that note any device or managed buffer before
  *     calling the library's PMPI_ function. In this exercise MPI carries no data.
@@ -28,6 +28,18 @@
  *     (integer-valued floats: exact in any order). When it does not, the driver tries every
  *     rank as the sender and says whose messages the total matches.
  *   Guard bands around send, recv and the total must stay untouched.
+ *
+ * The checks are each rank's verifier's (`verifier: true`, docs/protocol.md §4), on the CPU.
+ * Every input belongs to one rank and is made from that rank's key only: its messages (the
+ * exact values of mgpu_exact_key(seed, rank, data_iter)) and its counts (step_count of
+ * mgpu_exact_key(seed, rank, count_iter)). So a rank can make its own counts and messages, never
+ * another rank's: the step's largest count and the neighbour's data reach it only through MPI
+ * and NCCL. Per case the rank hands over what it measured ("<case>/facts": guard hits, the MPI
+ * watch's hits in this case and its first note), the counts hybrid_step returned
+ * ("<case>/returned", kSteps ints) and the running total as read back ("<case>/total", cap
+ * floats); the verifier, which alone knows the seed, makes every rank's counts and messages,
+ * compares and records the case. It makes no MPI, NCCL or CUDA call (no GPU, not one of
+ * mpirun's processes). Without a verifier one process does both, as before.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,7 +165,8 @@ __host__ __device__ static inline uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/* Step t's count on rank r: even steps in [cap/2 + 1, cap], odd steps in [0, cap/2]. */
+/* Step t's count on rank r, from rank r's own count key: even steps in [cap/2 + 1, cap], odd
+ * steps in [0, cap/2]. */
 __host__ __device__ static inline int step_count(uint64_t key, int rank, int step, int cap) {
   const uint64_t h = mix64(key ^ mix64(((uint64_t)(uint32_t)rank << 32) | (uint32_t)step));
   const int lo = step % 2 == 0 ? cap / 2 + 1 : 0;
@@ -162,10 +175,19 @@ __host__ __device__ static inline int step_count(uint64_t key, int rank, int ste
 }
 
 static int data_iter(int c, int step) { return 1000 + c * 64 + step; }
+/* The counts of case c on rank r come from mgpu_exact_key(seed, r, count_iter(c)): the rank's
+ * own key, unlike any data_iter (steps are 0 .. kSteps - 1 < 63). */
+static int count_iter(int c) { return 1000 + c * 64 + 63; }
+
+/* Rank r's count key of case c. A split rank can ask for its own only. */
+static uint64_t count_key(const mgpu_ctx *ctx, int r, int c) {
+  return mgpu_exact_key(ctx->seed, r, count_iter(c));
+}
 
 struct hyb_private {
-  uint64_t ckey;                /* key of the counts */
-  uint64_t seed;                /* the run's seed: the messages are exact values of it */
+  uint64_t ckey;                /* this rank's key of the counts */
+  uint64_t seed;                /* the run's seed (0 in a split rank, whose own keys the harness
+                                 * holds): the messages are this rank's exact values */
   int iter[kSteps];             /* the exact generator's iteration of each step's message */
   float *total;                 /* device, cap floats: what hyb_consume adds up */
   unsigned long long delay_ns;  /* hyb_produce's kernel waits this long first */
@@ -218,14 +240,16 @@ extern "C" void hyb_consume(const hyb_state *h, int count, cudaStream_t stream) 
   MGPU_KERNEL();
 }
 
-/* The running total if every step t had brought rank `from`'s message cut at agreed[t]. */
-static void expected_total(double *want, const hyb_private *p, const mgpu_ctx *ctx, int ci, int from,
-                           int cap, const int *agreed) {
+/* The running total if every step t had brought rank `from`'s message cut at agreed[t]. Where
+ * the checks are made (it needs rank `from`'s keys). */
+static void expected_total(double *want, const mgpu_ctx *ctx, int ci, int from, int cap,
+                           const int *agreed) {
+  const uint64_t ckey = count_key(ctx, from, ci);
   int t;
   long long i;
   for (i = 0; i < cap; i++) want[i] = 0.0;
   for (t = 0; t < kSteps; t++) {
-    const int cnt = step_count(p->ckey, from, t, cap);
+    const int cnt = step_count(ckey, from, t, cap);
     const int upto = cnt < agreed[t] ? cnt : agreed[t];
     const uint64_t key = mgpu_exact_key(ctx->seed, from, data_iter(ci, t));
     for (i = 0; i < upto; i++) want[i] += mgpu_exact_value_k(key, i);
@@ -234,25 +258,31 @@ static void expected_total(double *want, const hyb_private *p, const mgpu_ctx *c
 
 /* ---- correctness --------------------------------------------------------------------------- */
 
-static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaStream_t s) {
+/* What the rank measured in a case, handed over as "<case>/facts". */
+typedef struct case_facts {
+  long long guard_hits; /* writes outside send, recv, the total and count_dev */
+  long long mpi_hits;   /* device or managed buffers handed to MPI in this case */
+  char mpi_first[200];  /* the watch's first note (of the run) */
+} case_facts;
+
+/* The rank: runs kSteps steps of the learner's hybrid_step and reads back what the verifier
+ * checks: the counts it returned, the running total, the guard and MPI-watch hits. */
+static void compute_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaStream_t s,
+                         int *returned, float *got, case_facts *f) {
   const mgpu_case *c = &ctx->cases[ci];
   const int cap = (int)c->n;
-  const int left = (ctx->rank - 1 + ctx->world) % ctx->world;
   const size_t bytes = (size_t)cap * sizeof(float);
   hyb_private priv;
   hyb_state h;
   mgpu_buf send, recv, total, count;
-  int true_max[kSteps], returned[kSteps], bad_steps = 0, first_bad = -1, t, r;
-  long long hits_before = g_watch.hits, i;
-  float *got;
-  double *want;
-  mgpu_result res;
+  long long hits_before = g_watch.hits;
   char hint[256];
+  int t;
+  (void)comm; /* the learner's */
+  (void)nc;
 
-  if (c->n < 1 || c->n > (1 << 26))
-    mgpu_fail("driver", "case", __FILE__, __LINE__, c->n, "case size out of range");
   memset(&priv, 0, sizeof priv);
-  priv.ckey = mix64(ctx->seed ^ (0x636f756e74ull + (uint64_t)ci));
+  priv.ckey = count_key(ctx, ctx->rank, ci);
   priv.seed = ctx->seed;
   for (t = 0; t < kSteps; t++) priv.iter[t] = data_iter(ci, t);
   priv.delay_ns = (unsigned long long)(kDelayUs * 1000.0);
@@ -272,13 +302,6 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaSt
   h.count_dev = (int *)count.ptr;
   h.priv = &priv;
   MGPU_CUDA(cudaStreamSynchronize(s));
-  for (t = 0; t < kSteps; t++) {
-    true_max[t] = 0;
-    for (r = 0; r < ctx->world; r++) {
-      const int k = step_count(priv.ckey, r, t, cap);
-      if (k > true_max[t]) true_max[t] = k;
-    }
-  }
 
   snprintf(hint, sizeof hint,
            "the NCCL transfer of this step never completed: do both ends of every ncclSend and "
@@ -286,8 +309,44 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaSt
   for (t = 0; t < kSteps; t++) {
     mgpu_poison(&recv, s);
     MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    returned[t] = hybrid_step(&h, t, s, comm, nc);
+    returned[t] = 0;
+    MGPU_LEARNER(returned[t] = hybrid_step(&h, t, s, comm, nc));
     mgpu_wait_or_hang(ctx, s, kStepWatchdogS, "hybrid_step", hint);
+  }
+
+  MGPU_CUDA(cudaMemcpy(got, total.ptr, bytes, cudaMemcpyDeviceToHost));
+  f->guard_hits = mgpu_guard_hits(&send) + mgpu_guard_hits(&recv) + mgpu_guard_hits(&total) +
+                  mgpu_guard_hits(&count);
+  f->mpi_hits = g_watch.hits - hits_before;
+  snprintf(f->mpi_first, sizeof f->mpi_first, "%s", g_watch.first);
+
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  mgpu_free(&count);
+  mgpu_free(&total);
+  mgpu_free(&recv);
+  mgpu_free(&send);
+}
+
+/* The verifier (or a run without one): every rank's counts and the left neighbour's messages
+ * from the seed, compared with what the rank handed over. */
+static void check_case(mgpu_ctx *ctx, int ci, const int *returned, const float *got,
+                       case_facts *f) {
+  const mgpu_case *c = &ctx->cases[ci];
+  const int cap = (int)c->n;
+  const int left = (ctx->rank - 1 + ctx->world) % ctx->world;
+  const uint64_t own_ckey = count_key(ctx, ctx->rank, ci);
+  int true_max[kSteps], bad_steps = 0, first_bad = -1, t, r;
+  long long i;
+  double *want;
+  mgpu_result res;
+
+  f->mpi_first[sizeof f->mpi_first - 1] = 0; /* a string from the rank's process */
+  for (t = 0; t < kSteps; t++) {
+    true_max[t] = 0;
+    for (r = 0; r < ctx->world; r++) {
+      const int k = step_count(count_key(ctx, r, ci), r, t, cap);
+      if (k > true_max[t]) true_max[t] = k;
+    }
     if (returned[t] != true_max[t]) {
       bad_steps++;
       if (first_bad < 0) first_bad = t;
@@ -295,22 +354,19 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaSt
   }
 
   /* The running total, compared with the previous rank's messages cut at the true counts. */
-  got = (float *)malloc(bytes);
   want = (double *)malloc((size_t)cap * sizeof(double));
-  if (!got || !want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  MGPU_CUDA(cudaMemcpy(got, total.ptr, bytes, cudaMemcpyDeviceToHost));
-  expected_total(want, &priv, ctx, ci, left, cap, true_max);
+  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  expected_total(want, ctx, ci, left, cap, true_max);
   mgpu_result_init(&res, c->n);
   for (i = 0; i < cap; i++) mgpu_result_add(&res, i, got[i], want[i], 0.0);
-  res.guard_hits = mgpu_guard_hits(&send) + mgpu_guard_hits(&recv) + mgpu_guard_hits(&total) +
-                   mgpu_guard_hits(&count);
+  res.guard_hits = f->guard_hits;
 
-  if (g_watch.hits > hits_before) {
+  if (f->mpi_hits > 0) {
     snprintf(res.msg, sizeof res.msg,
              "%s (%lld time(s) in this case). In this exercise MPI carries only control values "
              "in host memory: copy the count into a host int once the stream has finished, and "
              "let NCCL move the data.",
-             g_watch.first, g_watch.hits - hits_before);
+             f->mpi_first[0] ? f->mpi_first : "MPI was handed a device pointer", f->mpi_hits);
     mgpu_record_case(c->name, &res, 1);
   } else if (bad_steps) {
     /* One step stale: step t agreed on step t-1's largest count (step 0 on the 0 that
@@ -339,7 +395,7 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaSt
                "cudaStreamSynchronize; a plain cudaMemcpy does not wait for a non-blocking "
                "stream).",
                bad_steps, kSteps, stale, ts, returned[ts], true_max[ts]);
-    else if (returned[tb] == step_count(priv.ckey, ctx->rank, tb, cap) && ctx->world > 1)
+    else if (returned[tb] == step_count(own_ckey, ctx->rank, tb, cap) && ctx->world > 1)
       snprintf(res.msg, sizeof res.msg,
                "%d of %d steps returned a wrong count. Step %d returned %d, this rank's own "
                "count; the ranks must agree on the largest count of all ranks, %d "
@@ -351,7 +407,7 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaSt
                "any rank's hyb_produce computed for it is %d (this rank's: %d). Agree on the "
                "maximum with MPI_Allreduce (MPI_MAX) of the count copied to the host.",
                bad_steps, kSteps, tb, returned[tb], true_max[tb],
-               step_count(priv.ckey, ctx->rank, tb, cap));
+               step_count(own_ckey, ctx->rank, tb, cap));
     mgpu_record_case(c->name, &res, 1);
   } else {
     if (res.bad || res.unwritten) {
@@ -359,7 +415,7 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaSt
       for (r = 0; r < ctx->world && from < 0; r++) {
         long long same = 0;
         if (r == left) continue;
-        expected_total(want, &priv, ctx, ci, r, cap, true_max);
+        expected_total(want, ctx, ci, r, cap, true_max);
         for (i = 0; i < cap; i++) same += got[i] == (float)want[i];
         if (same == cap) from = r;
       }
@@ -381,47 +437,70 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaSt
                "a write landed outside send, recv, the total or count_dev (in the guard bands)");
     mgpu_record_case(c->name, &res, 0);
   }
-
   free(want);
+}
+
+/* One case: the rank computes and hands over ("<case>/facts", "<case>/returned",
+ * "<case>/total"); where the checks are made, they are made. */
+static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cudaStream_t s) {
+  const mgpu_case *c = &ctx->cases[ci];
+  int returned[kSteps];
+  case_facts f;
+  float *got;
+  char tag[160];
+
+  if (c->n < 1 || c->n > (1 << 26))
+    mgpu_fail("driver", "case", __FILE__, __LINE__, c->n, "case size out of range");
+  memset(returned, 0, sizeof returned);
+  memset(&f, 0, sizeof f);
+  got = (float *)malloc((size_t)c->n * sizeof(float));
+  if (!got) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  if (mgpu_computes(ctx)) compute_case(ctx, ci, comm, nc, s, returned, got, &f);
+  snprintf(tag, sizeof tag, "%s/facts", c->name);
+  mgpu_hand_over(ctx, tag, &f, sizeof f);
+  snprintf(tag, sizeof tag, "%s/returned", c->name);
+  mgpu_hand_over(ctx, tag, returned, sizeof returned);
+  snprintf(tag, sizeof tag, "%s/total", c->name);
+  if (mgpu_hand_over(ctx, tag, got, (size_t)c->n * sizeof(float)))
+    check_case(ctx, ci, returned, got, &f);
   free(got);
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  mgpu_free(&count);
-  mgpu_free(&total);
-  mgpu_free(&recv);
-  mgpu_free(&send);
 }
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  MPI_Comm comm;
-  cudaStream_t stream;
+  MPI_Comm comm = MPI_COMM_NULL;
+  cudaStream_t stream = NULL;
   ncclUniqueId id;
   ncclComm_t nc = NULL;
   int rank, world, k;
 
-  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init */
-  MGPU_MPI(MPI_Init(&argc, &argv));
-  mgpu_mpi_errors_return();
-  MGPU_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  MGPU_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
-  if (rank != ctx.rank || world != ctx.world)
-    mgpu_fail("harness", "MPI_Comm_rank", __FILE__, __LINE__, rank,
-              "MPI's rank or size differs from the launcher's environment");
-  MGPU_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-  MGPU_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init (none in the verifier) */
+  if (mgpu_computes(&ctx)) {
+    MGPU_MPI(MPI_Init(&argc, &argv));
+    mgpu_mpi_errors_return();
+    MGPU_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MGPU_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    if (rank != ctx.rank || world != ctx.world)
+      mgpu_fail("harness", "MPI_Comm_rank", __FILE__, __LINE__, rank,
+                "MPI's rank or size differs from the launcher's environment");
+    MGPU_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    MGPU_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  memset(&id, 0, sizeof id);
-  if (ctx.rank == 0) MGPU_NCCL(ncclGetUniqueId(&id));
-  MGPU_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-  MGPU_NCCL(ncclCommInitRank(&nc, ctx.world, id, ctx.rank));
+    memset(&id, 0, sizeof id);
+    if (ctx.rank == 0) MGPU_NCCL(ncclGetUniqueId(&id));
+    MGPU_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+    MGPU_NCCL(ncclCommInitRank(&nc, ctx.world, id, ctx.rank));
+  }
 
   for (k = 0; k < ctx.ncases; k++) run_case(&ctx, k, comm, nc, stream);
 
-  MGPU_CUDA(cudaDeviceSynchronize());
-  MGPU_NCCL(ncclCommDestroy(nc));
-  MGPU_CUDA(cudaStreamDestroy(stream));
-  MGPU_MPI(MPI_Comm_free(&comm));
-  MGPU_MPI(MPI_Finalize());
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaDeviceSynchronize());
+    MGPU_NCCL(ncclCommDestroy(nc));
+    MGPU_CUDA(cudaStreamDestroy(stream));
+    MGPU_MPI(MPI_Comm_free(&comm));
+    MGPU_MPI(MPI_Finalize());
+  }
   return mgpu_finish(&ctx);
 }

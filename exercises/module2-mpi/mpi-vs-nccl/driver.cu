@@ -28,6 +28,12 @@
  *   Every element of every part is compared on the host (tolerance 0) and counted in one case
  *   record (index = part x n + i); guard bands around send, mid and recv must stay untouched.
  *
+ * The checks are each rank's verifier's (`verifier: true`, docs/protocol.md §4), on the CPU:
+ * the rank hands over whether the communicator is usable (and why not), then per round and part
+ * recv as it read it back on the stream, per case the guard count; it fills only its own inputs
+ * and never knows the other ranks' or the sums. The verifier makes no MPI, NCCL or CUDA call
+ * (it has no GPU and is not one of mpirun's processes).
+ *
  * Performance (metric "time", µs per all-reduce; headline "nccl-64MiB"):
  *   "nccl-*" cases: YOUR nccl_sum against the COURSE's MPI_Allreduce on device buffers (its own
  *       buffers and communicator; a stream synchronize before it, as any MPI call on stream
@@ -42,11 +48,13 @@
  *   yours and the baseline alternate (ABAB), each with its own `iters` (the two differ by a
  *   large factor). The driver times by itself because both MPI paths block the host: the
  *   harness's start gate (mgpu_time_pair) would time out on them.
- * After each timed case, case "after-timing" (not in MGPU_CASES): recv must still hold the sum
+ * After each timed case, case "timed-<perf case>" (not in MGPU_CASES): recv must still hold the sum
  * of the timed calls' inputs (the baseline writes buffers of its own, so your last timed call
  * wrote it); then send gets data no call has seen, recv is poisoned, and one more of your
  * operations on the timed buffers and stream must produce the new sum. Code that stops working
- * once it has been called often enough, or on the same buffers again, fails here.
+ * once it has been called often enough, or on the same buffers again, fails here. The rank
+ * hands both recvs and the guard count over; the verifier checks them (two sums on the CPU,
+ * whatever the number of timed calls: every timed call had the same inputs).
  */
 #include <errno.h>
 #include <math.h>
@@ -86,7 +94,8 @@ enum { kPartMPI = 0, kPartNCCL = 1, kPartChain = 2, kStaleMPI = 3 };
  * uses either (data_iter stays below 64 x 64 with fewer than 64 cases). */
 enum { kTimedIter = 5000, kAfterTimingIter = 6000 };
 
-/* want[i] = scale * sum over ranks of mgpu_exact_value(seed, r, iter, i): exact in float. */
+/* want[i] = scale * sum over ranks of mgpu_exact_value(seed, r, iter, i): exact in float.
+ * Only where the checks are made: a split rank cannot make another rank's inputs. */
 static void host_sum(float *want, const mgpu_ctx *ctx, int iter, long long n, float scale) {
   long long i;
   int r;
@@ -99,9 +108,30 @@ static void host_sum(float *want, const mgpu_ctx *ctx, int iter, long long n, fl
     for (i = 0; i < n; i++) want[i] *= scale;
 }
 
-static float *host_alloc(size_t bytes) {
+/* Host copies of what the rank reads back: pinned in the rank, which reads them from the GPU;
+ * plain memory in the verifier, where they arrive. */
+static float *host_alloc(const mgpu_ctx *ctx, size_t bytes) {
   float *p = NULL;
-  MGPU_CUDA(cudaMallocHost((void **)&p, bytes ? bytes : 4));
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMallocHost((void **)&p, bytes ? bytes : 4));
+  } else {
+    p = (float *)malloc(bytes ? bytes : 4);
+    if (!p) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
+  }
+  return p;
+}
+
+static void host_free(const mgpu_ctx *ctx, float *p) {
+  if (mgpu_computes(ctx)) MGPU_CUDA(cudaFreeHost(p));
+  else free(p);
+}
+
+/* Host memory for expected values: only where the checks are made (NULL elsewhere). */
+static float *want_alloc(const mgpu_ctx *ctx, size_t bytes) {
+  float *p;
+  if (!mgpu_verifies(ctx)) return NULL;
+  p = (float *)malloc(bytes ? bytes : 4);
+  if (!p) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
   return p;
 }
 
@@ -191,14 +221,15 @@ static void *watch_init(void *arg) {
 static ncclComm_t make_comm(const mgpu_ctx *ctx, MPI_Comm comm) {
   watchdog w;
   pthread_t th;
-  ncclComm_t nc;
+  ncclComm_t nc = NULL;
   memset(&w, 0, sizeof w);
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
   w.ctx = ctx;
   if (pthread_create(&th, NULL, watch_init, &w) != 0)
     mgpu_fail("driver", "pthread_create", __FILE__, __LINE__, 0, "cannot start the watchdog");
-  nc = nccl_from_mpi(comm);
+  (void)comm; /* unused in the verifier, which never calls this */
+  MGPU_LEARNER(nc = nccl_from_mpi(comm));
   pthread_mutex_lock(&w.mu);
   w.done = 1;
   pthread_cond_signal(&w.cv);
@@ -247,13 +278,22 @@ typedef struct part_tally {
   long long wrong, nan, stale;
 } part_tally;
 
-/* Adds recv (read back on the stream) compared with want into r at offset, and counts. */
-static void compare_part(mgpu_result *r, long long offset, const mgpu_buf *recv, const float *want,
-                         const float *stale_want, long long n, float *host, cudaStream_t s,
-                         part_tally *t) {
+/* The rank reads recv back on the stream (after whatever the learner queued there) into host
+ * and hands it over under tag. Returns 1 where the checks are made (host then holds it). */
+static int read_back(mgpu_ctx *ctx, const char *tag, const mgpu_buf *recv, float *host,
+                     long long n, cudaStream_t s) {
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaMemcpyAsync(host, recv->ptr, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
+                              s));
+    MGPU_CUDA(cudaStreamSynchronize(s));
+  }
+  return mgpu_hand_over(ctx, tag, host, (size_t)n * sizeof(float));
+}
+
+/* Adds host (recv as read back) compared with want into r at offset, and counts. */
+static void compare_part(mgpu_result *r, long long offset, const float *host, const float *want,
+                         const float *stale_want, long long n, part_tally *t) {
   long long i;
-  MGPU_CUDA(cudaMemcpyAsync(host, recv->ptr, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, s));
-  MGPU_CUDA(cudaStreamSynchronize(s));
   for (i = 0; i < n; i++) {
     const long long before = r->bad + r->unwritten;
     mgpu_result_add(r, offset + i, host[i], want[i], 0.0);
@@ -273,6 +313,16 @@ static void collective_watch(const mgpu_ctx *ctx, cudaStream_t s, const char *wh
   mgpu_wait_or_hang(ctx, s, kCollectiveWatchdogS, what, hint);
 }
 
+/* Guard bytes hit around the buffers: counted by the rank, handed over under tag. Returns 1
+ * where the checks are made (*hits then holds the count). */
+static int hand_over_guards(mgpu_ctx *ctx, const char *tag, const mgpu_buf *a, const mgpu_buf *b,
+                            const mgpu_buf *c, long long *hits) {
+  *hits = 0;
+  if (mgpu_computes(ctx))
+    *hits = mgpu_guard_hits(a) + mgpu_guard_hits(b) + (c ? mgpu_guard_hits(c) : 0);
+  return mgpu_hand_over(ctx, tag, hits, sizeof *hits);
+}
+
 static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int usable,
                      const char *problem, cudaStream_t s) {
   const mgpu_case *c = &ctx->cases[ci];
@@ -282,112 +332,140 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
   float *want, *stale, *host;
   part_tally t[3];
   mgpu_result r;
+  long long hits = 0;
+  char tag[160];
   int round;
+  (void)comm; /* the learner's, in the rank only */
+  (void)nc;
 
   if (n < 1 || n > kMaxN) mgpu_fail("driver", "case", __FILE__, __LINE__, n, "case size out of range");
-  send = mgpu_alloc(bytes, ctx->device);
-  mid = mgpu_alloc(bytes, ctx->device);
-  recv = mgpu_alloc(bytes, ctx->device);
-  want = (float *)malloc(bytes);
-  stale = (float *)malloc(bytes);
-  if (!want || !stale) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  host = host_alloc(bytes);
+  memset(&send, 0, sizeof send);
+  memset(&mid, 0, sizeof mid);
+  memset(&recv, 0, sizeof recv);
+  if (mgpu_computes(ctx)) {
+    send = mgpu_alloc(bytes, ctx->device);
+    mid = mgpu_alloc(bytes, ctx->device);
+    recv = mgpu_alloc(bytes, ctx->device);
+  }
+  host = host_alloc(ctx, bytes);
+  want = want_alloc(ctx, bytes);
+  stale = want_alloc(ctx, bytes);
   memset(t, 0, sizeof t);
   mgpu_result_init(&r, n);
 
   for (round = 0; round < kRounds; round++) {
     /* (a) MPI on device buffers whose data is still being written on the stream. */
-    mgpu_poison(&recv, s);
-    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
-                        data_iter(ci, round, kStaleMPI), s);
-    MGPU_CUDA(cudaStreamSynchronize(s));
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    delay(s);
-    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
-                        data_iter(ci, round, kPartMPI), s);
-    mpi_sum((const float *)send.ptr, (float *)recv.ptr, (size_t)n, s, comm);
-    MGPU_CUDA(cudaStreamSynchronize(s));
-    host_sum(want, ctx, data_iter(ci, round, kPartMPI), n, 1.0f);
-    host_sum(stale, ctx, data_iter(ci, round, kStaleMPI), n, 1.0f);
-    compare_part(&r, 0, &recv, want, stale, n, host, s, &t[0]);
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (mgpu_computes(ctx)) {
+      mgpu_poison(&recv, s);
+      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                          data_iter(ci, round, kStaleMPI), s);
+      MGPU_CUDA(cudaStreamSynchronize(s));
+      MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      delay(s);
+      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                          data_iter(ci, round, kPartMPI), s);
+      MGPU_LEARNER(mpi_sum((const float *)send.ptr, (float *)recv.ptr, (size_t)n, s, comm));
+      MGPU_CUDA(cudaStreamSynchronize(s));
+    }
+    snprintf(tag, sizeof tag, "%s/%d/mpi", c->name, round);
+    if (read_back(ctx, tag, &recv, host, n, s)) {
+      host_sum(want, ctx, data_iter(ci, round, kPartMPI), n, 1.0f);
+      host_sum(stale, ctx, data_iter(ci, round, kStaleMPI), n, 1.0f);
+      compare_part(&r, 0, host, want, stale, n, &t[0]);
+    }
+    if (mgpu_computes(ctx)) MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
     if (!usable) continue;
 
     /* (b) NCCL, read back on the stream. */
-    mgpu_poison(&recv, s);
-    MGPU_CUDA(cudaStreamSynchronize(s));
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    delay(s);
-    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
-                        data_iter(ci, round, kPartNCCL), s);
-    nccl_sum(nc, (const float *)send.ptr, (float *)recv.ptr, (size_t)n, s);
-    collective_watch(ctx, s, "nccl_sum");
-    host_sum(want, ctx, data_iter(ci, round, kPartNCCL), n, 1.0f);
-    compare_part(&r, n, &recv, want, NULL, n, host, s, &t[1]);
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (mgpu_computes(ctx)) {
+      mgpu_poison(&recv, s);
+      MGPU_CUDA(cudaStreamSynchronize(s));
+      MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      delay(s);
+      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                          data_iter(ci, round, kPartNCCL), s);
+      MGPU_LEARNER(nccl_sum(nc, (const float *)send.ptr, (float *)recv.ptr, (size_t)n, s));
+      collective_watch(ctx, s, "nccl_sum");
+    }
+    snprintf(tag, sizeof tag, "%s/%d/nccl", c->name, round);
+    if (read_back(ctx, tag, &recv, host, n, s)) {
+      host_sum(want, ctx, data_iter(ci, round, kPartNCCL), n, 1.0f);
+      compare_part(&r, n, host, want, NULL, n, &t[1]);
+    }
+    if (mgpu_computes(ctx)) MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     /* (c) NCCL's result handed to MPI. */
-    mgpu_poison(&mid, s);
-    mgpu_poison(&recv, s);
-    MGPU_CUDA(cudaStreamSynchronize(s));
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    delay(s);
-    mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
-                        data_iter(ci, round, kPartChain), s);
-    nccl_sum(nc, (const float *)send.ptr, (float *)mid.ptr, (size_t)n, s);
-    mpi_sum((const float *)mid.ptr, (float *)recv.ptr, (size_t)n, s, comm);
-    collective_watch(ctx, s, "nccl_sum, then mpi_sum");
-    host_sum(want, ctx, data_iter(ci, round, kPartChain), n, (float)ctx->world);
-    compare_part(&r, 2 * n, &recv, want, NULL, n, host, s, &t[2]);
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (mgpu_computes(ctx)) {
+      mgpu_poison(&mid, s);
+      mgpu_poison(&recv, s);
+      MGPU_CUDA(cudaStreamSynchronize(s));
+      MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      delay(s);
+      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+                          data_iter(ci, round, kPartChain), s);
+      MGPU_LEARNER(nccl_sum(nc, (const float *)send.ptr, (float *)mid.ptr, (size_t)n, s));
+      MGPU_LEARNER(mpi_sum((const float *)mid.ptr, (float *)recv.ptr, (size_t)n, s, comm));
+      collective_watch(ctx, s, "nccl_sum, then mpi_sum");
+    }
+    snprintf(tag, sizeof tag, "%s/%d/chain", c->name, round);
+    if (read_back(ctx, tag, &recv, host, n, s)) {
+      host_sum(want, ctx, data_iter(ci, round, kPartChain), n, (float)ctx->world);
+      compare_part(&r, 2 * n, host, want, NULL, n, &t[2]);
+    }
+    if (mgpu_computes(ctx)) MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
   }
-  r.guard_hits = mgpu_guard_hits(&send) + mgpu_guard_hits(&mid) + mgpu_guard_hits(&recv);
+  snprintf(tag, sizeof tag, "%s/guards", c->name);
+  if (hand_over_guards(ctx, tag, &send, &mid, &recv, &hits)) {
+    r.guard_hits = hits;
 
-  /* One message, the most telling first. */
-  if (t[0].stale * 2 > t[0].wrong && t[0].wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "mpi_sum: %lld of the %lld wrong elements are the sum of what send held BEFORE the "
-             "driver's fill kernel ran (queued on `stream` behind a %.0f ms delay): MPI read send "
-             "before the stream had finished. MPI knows nothing about CUDA streams: "
-             "cudaStreamSynchronize(stream) before MPI touches device data that stream work "
-             "writes.",
-             t[0].stale, t[0].wrong, kDelayUs / 1000.0);
-  else if (t[2].nan * 2 > t[2].wrong && t[2].wrong && !t[1].wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "NCCL, then MPI: nccl_sum alone was right, but mpi_sum on its output got the "
-             "driver's NaN in %lld of %lld elements: MPI read `mid` while the NCCL all-reduce "
-             "that writes it was still queued on `stream`. cudaStreamSynchronize(stream) before "
-             "handing MPI a buffer that stream work writes.",
-             t[2].nan, n * kRounds);
-  else if (t[0].wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "mpi_sum: %lld of %lld elements wrong (%lld NaN): recv must hold the sum over all "
-             "%d ranks of their send (MPI_Allreduce, MPI_FLOAT, MPI_SUM, n elements) when "
-             "mpi_sum returns.",
-             t[0].wrong, n * kRounds, t[0].nan, ctx->world);
-  else if (t[1].wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "nccl_sum: %lld of %lld elements wrong (%lld NaN), read back on `stream` after "
-             "your call: recv must hold the sum over all %d ranks (ncclAllReduce, ncclFloat, "
-             "ncclSum), queued on the stream you were given.",
-             t[1].wrong, n * kRounds, t[1].nan, ctx->world);
-  else if (t[2].wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "NCCL, then MPI: %lld of %lld elements wrong (%lld NaN) where recv must be %d x the "
-             "sum (each rank's mid holds the sum; MPI sums them again).",
-             t[2].wrong, n * kRounds, t[2].nan, ctx->world);
-  else if (!usable)
-    snprintf(r.msg, sizeof r.msg, "%s", problem);
-  else if (r.guard_hits)
-    snprintf(r.msg, sizeof r.msg, "a write landed outside send, mid or recv (in the guard bands)");
-  mgpu_record_case(c->name, &r, !usable);
+    /* One message, the most telling first. */
+    if (t[0].stale * 2 > t[0].wrong && t[0].wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "mpi_sum: %lld of the %lld wrong elements are the sum of what send held BEFORE "
+               "the driver's fill kernel ran (queued on `stream` behind a %.0f ms delay): MPI "
+               "read send before the stream had finished. MPI knows nothing about CUDA streams: "
+               "cudaStreamSynchronize(stream) before MPI touches device data that stream work "
+               "writes.",
+               t[0].stale, t[0].wrong, kDelayUs / 1000.0);
+    else if (t[2].nan * 2 > t[2].wrong && t[2].wrong && !t[1].wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "NCCL, then MPI: nccl_sum alone was right, but mpi_sum on its output got the "
+               "driver's NaN in %lld of %lld elements: MPI read `mid` while the NCCL all-reduce "
+               "that writes it was still queued on `stream`. cudaStreamSynchronize(stream) "
+               "before handing MPI a buffer that stream work writes.",
+               t[2].nan, n * kRounds);
+    else if (t[0].wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "mpi_sum: %lld of %lld elements wrong (%lld NaN): recv must hold the sum over all "
+               "%d ranks of their send (MPI_Allreduce, MPI_FLOAT, MPI_SUM, n elements) when "
+               "mpi_sum returns.",
+               t[0].wrong, n * kRounds, t[0].nan, ctx->world);
+    else if (t[1].wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "nccl_sum: %lld of %lld elements wrong (%lld NaN), read back on `stream` after "
+               "your call: recv must hold the sum over all %d ranks (ncclAllReduce, ncclFloat, "
+               "ncclSum), queued on the stream you were given.",
+               t[1].wrong, n * kRounds, t[1].nan, ctx->world);
+    else if (t[2].wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "NCCL, then MPI: %lld of %lld elements wrong (%lld NaN) where recv must be %d x "
+               "the sum (each rank's mid holds the sum; MPI sums them again).",
+               t[2].wrong, n * kRounds, t[2].nan, ctx->world);
+    else if (!usable)
+      snprintf(r.msg, sizeof r.msg, "%s", problem);
+    else if (r.guard_hits)
+      snprintf(r.msg, sizeof r.msg, "a write landed outside send, mid or recv (in the guard bands)");
+    mgpu_record_case(c->name, &r, !usable);
+  }
 
-  MGPU_CUDA(cudaFreeHost(host));
   free(stale);
   free(want);
-  mgpu_free(&recv);
-  mgpu_free(&mid);
-  mgpu_free(&send);
+  host_free(ctx, host);
+  if (mgpu_computes(ctx)) {
+    mgpu_free(&recv);
+    mgpu_free(&mid);
+    mgpu_free(&send);
+  }
 }
 
 /* ---- performance --------------------------------------------------------------------------- */
@@ -405,8 +483,14 @@ static void baseline_op(const perf_bufs *b, MPI_Comm base_comm, cudaStream_t s) 
 
 static void yours_op(int nccl_case, const perf_bufs *b, ncclComm_t nc, MPI_Comm comm,
                      cudaStream_t s) {
-  if (nccl_case) nccl_sum(nc, (const float *)b->send.ptr, (float *)b->recv.ptr, (size_t)b->n, s);
-  else mpi_sum((const float *)b->send.ptr, (float *)b->recv.ptr, (size_t)b->n, s, comm);
+  (void)b;
+  (void)nc;
+  (void)comm;
+  (void)s;
+  if (nccl_case)
+    MGPU_LEARNER(nccl_sum(nc, (const float *)b->send.ptr, (float *)b->recv.ptr, (size_t)b->n, s));
+  else
+    MGPU_LEARNER(mpi_sum((const float *)b->send.ptr, (float *)b->recv.ptr, (size_t)b->n, s, comm));
 }
 
 /* Host time per operation of `iters` operations, the maximum over ranks. */
@@ -442,52 +526,70 @@ static int iters_for(double one_us) {
   return it < 1 ? 1 : it > 5000 ? 5000 : (int)it;
 }
 
-/* The case "after-timing" of perf case pi: recv as the last timed call of yours left it (send
+/* The case "timed-<perf case>" of perf case pi: recv as the last timed call of yours left it (send
  * unchanged during the timing; the baseline writes buffers of its own), then send filled with
  * data no call has seen, recv poisoned, and one more of yours on the timed buffers and stream.
- * Every rank makes the call, whatever its own check found. */
-static void check_after_timing(const mgpu_ctx *ctx, int pi, int nccl_case, perf_bufs *b,
+ * Every rank makes the call, whatever its own check found. The rank hands both recvs and the
+ * guard count over ("<perf case>/after-timing/{last,new,guards}"); the verifier takes only
+ * this part of run_perf. */
+static void check_after_timing(mgpu_ctx *ctx, int pi, int nccl_case, perf_bufs *b,
                                ncclComm_t nc, MPI_Comm comm, cudaStream_t s) {
   const char *fn = nccl_case ? "nccl_sum" : "mpi_sum";
+  const char *pname = ctx->perf_cases[pi].name;
   const long long n = b->n;
-  float *want = (float *)malloc((size_t)n * sizeof(float)), *host;
-  long long last_wrong;
+  float *want = want_alloc(ctx, (size_t)n * sizeof(float));
+  float *host = host_alloc(ctx, (size_t)n * sizeof(float));
+  long long last_wrong = 0, hits = 0;
   part_tally t;
   mgpu_result r;
-  if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  host = host_alloc((size_t)n * sizeof(float));
+  char tag[160];
   memset(&t, 0, sizeof t);
   mgpu_result_init(&r, n);
-  host_sum(want, ctx, kTimedIter + pi, n, 1.0f);
-  compare_part(&r, 0, &b->recv, want, NULL, n, host, s, &t);
-  last_wrong = t.wrong;
+  snprintf(tag, sizeof tag, "%s/after-timing/last", pname);
+  if (read_back(ctx, tag, &b->recv, host, n, s)) {
+    host_sum(want, ctx, kTimedIter + pi, n, 1.0f);
+    compare_part(&r, 0, host, want, NULL, n, &t);
+    last_wrong = t.wrong;
+  }
 
-  mgpu_fill_exact_f32((float *)b->send.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter + pi, s);
-  mgpu_poison(&b->recv, s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  yours_op(nccl_case, b, nc, comm, s);
-  collective_watch(ctx, s, fn);
-  host_sum(want, ctx, kAfterTimingIter + pi, n, 1.0f);
-  memset(&t, 0, sizeof t);
-  compare_part(&r, n, &b->recv, want, NULL, n, host, s, &t);
-  r.guard_hits = mgpu_guard_hits(&b->send) + mgpu_guard_hits(&b->recv);
-  if (last_wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "%s, perf case %s: after the timed calls, recv did not hold the sum of the inputs "
-             "they were given (%lld of %lld floats wrong): every call must do the whole work, "
-             "repeated calls with the same buffers included",
-             fn, ctx->perf_cases[pi].name, last_wrong, n);
-  else if (t.wrong)
-    snprintf(r.msg, sizeof r.msg,
-             "%s, perf case %s: after the timed calls, a call with new data in the same buffers "
-             "gave a wrong result (%lld of %lld floats wrong, %lld NaN): every call must do the "
-             "whole work, repeated calls with the same buffers included",
-             fn, ctx->perf_cases[pi].name, t.wrong, n, t.nan);
-  else if (r.guard_hits)
-    snprintf(r.msg, sizeof r.msg, "a write landed outside send or recv (in the guard bands)");
-  mgpu_record_case("after-timing", &r, 0);
-  MGPU_CUDA(cudaFreeHost(host));
+  if (mgpu_computes(ctx)) {
+    mgpu_fill_exact_f32((float *)b->send.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter + pi, s);
+    mgpu_poison(&b->recv, s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    yours_op(nccl_case, b, nc, comm, s);
+    collective_watch(ctx, s, fn);
+  }
+  snprintf(tag, sizeof tag, "%s/after-timing/new", pname);
+  if (read_back(ctx, tag, &b->recv, host, n, s)) {
+    host_sum(want, ctx, kAfterTimingIter + pi, n, 1.0f);
+    memset(&t, 0, sizeof t);
+    compare_part(&r, n, host, want, NULL, n, &t);
+  }
+  snprintf(tag, sizeof tag, "%s/after-timing/guards", pname);
+  if (hand_over_guards(ctx, tag, &b->send, &b->recv, NULL, &hits)) {
+    r.guard_hits = hits;
+    if (last_wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "%s, perf case %s: after the timed calls, recv did not hold the sum of the inputs "
+               "they were given (%lld of %lld floats wrong): every call must do the whole work, "
+               "repeated calls with the same buffers included",
+               fn, pname, last_wrong, n);
+    else if (t.wrong)
+      snprintf(r.msg, sizeof r.msg,
+               "%s, perf case %s: after the timed calls, a call with new data in the same "
+               "buffers gave a wrong result (%lld of %lld floats wrong, %lld NaN): every call "
+               "must do the whole work, repeated calls with the same buffers included",
+               fn, pname, t.wrong, n, t.nan);
+    else if (r.guard_hits)
+      snprintf(r.msg, sizeof r.msg, "a write landed outside send or recv (in the guard bands)");
+    {
+      char name[96];
+      snprintf(name, sizeof name, "timed-%s", pname);
+      mgpu_record_case(name, &r, 0);
+    }
+  }
+  host_free(ctx, host);
   free(want);
 }
 
@@ -508,9 +610,13 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, n
 
   if (n < 1 || n > kMaxN) mgpu_fail("driver", "perf case", __FILE__, __LINE__, n, "perf case size out of range");
   if (nccl_case && !usable) return; /* the correctness stage has failed already */
-  if (max_reps > kMaxSamples) max_reps = kMaxSamples;
   memset(&b, 0, sizeof b);
   b.n = n;
+  if (!mgpu_computes(ctx)) { /* the verifier: the check after the timing only */
+    check_after_timing(ctx, pi, nccl_case, &b, nc, comm, s);
+    return;
+  }
+  if (max_reps > kMaxSamples) max_reps = kMaxSamples;
   b.send = mgpu_alloc(bytes, ctx->device);
   b.recv = mgpu_alloc(bytes, ctx->device);
   MGPU_CUDA(cudaMalloc((void **)&b.bsend, bytes));
@@ -555,40 +661,48 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, n
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  MPI_Comm comms[2]; /* the learner's, the baseline's */
-  cudaStream_t stream;
-  ncclComm_t nc;
+  MPI_Comm comms[2] = {MPI_COMM_NULL, MPI_COMM_NULL}; /* the learner's, the baseline's */
+  cudaStream_t stream = NULL;
+  ncclComm_t nc = NULL;
   char problem[sizeof(((mgpu_result *)0)->msg)];
-  int usable, k;
+  int usable = 0, k;
 
-  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init */
-  start_mpi(&ctx, &argc, &argv, comms, 2);
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-
-  nc = make_comm(&ctx, comms[0]);
-  usable = comm_matches(nc, &ctx, problem, sizeof problem);
-  {
+  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init (none in the verifier) */
+  memset(problem, 0, sizeof problem);
+  if (mgpu_computes(&ctx)) {
+    int all;
+    start_mpi(&ctx, &argc, &argv, comms, 2);
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    nc = make_comm(&ctx, comms[0]);
+    usable = comm_matches(nc, &ctx, problem, sizeof problem);
     /* NCCL work is collective: run it only if every rank's communicator is right. */
-    int all = usable;
+    all = usable;
     MGPU_MPI(MPI_Allreduce(&usable, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (usable && !all)
       snprintf(problem, sizeof problem,
                "another rank's NCCL communicator does not match MPI (its record says how), so "
                "no rank ran the NCCL parts");
     usable = all;
+    if (!usable) mgpu_note("%s", problem);
   }
-  if (!usable) mgpu_note("%s", problem);
+  /* Whether the NCCL parts run, and why not, is the rank's to see (NCCL's view of the
+   * communicator); the verifier follows the same path. */
+  mgpu_hand_over(&ctx, "comm/usable", &usable, sizeof usable);
+  mgpu_hand_over(&ctx, "comm/problem", problem, sizeof problem);
+  problem[sizeof problem - 1] = 0;
 
   for (k = 0; k < ctx.ncases; k++) run_case(&ctx, k, comms[0], nc, usable, problem, stream);
   if (ctx.perf)
     for (k = 0; k < ctx.nperf_cases; k++)
       run_perf(&ctx, k, comms[0], comms[1], nc, usable, stream);
 
-  MGPU_CUDA(cudaDeviceSynchronize());
-  if (nc != NULL) MGPU_NCCL(ncclCommDestroy(nc));
-  MGPU_CUDA(cudaStreamDestroy(stream));
-  MGPU_MPI(MPI_Comm_free(&comms[1]));
-  MGPU_MPI(MPI_Comm_free(&comms[0]));
-  MGPU_MPI(MPI_Finalize());
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaDeviceSynchronize());
+    if (nc != NULL) MGPU_NCCL(ncclCommDestroy(nc));
+    MGPU_CUDA(cudaStreamDestroy(stream));
+    MGPU_MPI(MPI_Comm_free(&comms[1]));
+    MGPU_MPI(MPI_Comm_free(&comms[0]));
+    MGPU_MPI(MPI_Finalize());
+  }
   return mgpu_finish(&ctx);
 }
