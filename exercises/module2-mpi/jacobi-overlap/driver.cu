@@ -5,16 +5,24 @@
  * GPU before MPI_Init; the driver refuses to go on when MPIX_Query_cuda_support() says the MPI
  * cannot take device pointers (handing it one would crash the process).
  *
+ * Split (docs/protocol.md §4, "The verifier"): the rank program runs MPI, the GPU and the
+ * learner's code and hands its rows over; the verifier, a process of its own without a GPU,
+ * makes the expected rows on the CPU from the run's seed and records every case. Every rank
+ * fills only its own rows (and the fixed boundary row next to them) from its own key
+ * (mgpu_exact_key of its rank), so a halo it did not receive it cannot make. Run without a
+ * verifier, one process does both.
+ *
  * Correctness, per case (n = global interior rows, raised to the rank count when smaller so
  * that every rank owns a row; kCorrectNx = 1031 columns, a prime). The data are integers in
  * [0, 65521) and the update rule is exact (jacobi-overlap.h), so results are compared with
- * tolerance 0 against a single-GPU reference of the whole grid that every rank computes on its
- * own GPU in the same run. "three" gives a rank with a single row on 2 and 3 ranks.
- *   The case runs kCalls calls of jacobi_overlap (1, 1, 3 and 35 iterations). Before call j:
- *   1. the stream is drained; this rank's rows of `in` are saved, overwritten with STALE
- *      values (integers of another key), and its halo rows that face a neighbour are set to
- *      NaN; then all ranks meet (MPI_Barrier);
- *   2. a kDelayUs spin kernel and the copy that puts the saved rows back are queued on the
+ * tolerance 0. "three" gives a rank with a single row on 2 and 3 ranks.
+ *   The case runs kCalls calls of jacobi_overlap (1, 1, 3 and 35 iterations), each from fresh
+ *   rows (a key per call; the fixed boundary rows keep the case's), so that every call is
+ *   judged on its own and a mistake in one call does not spill into the next. Before call j:
+ *   1. the stream is drained; this rank's rows of `in` are overwritten with STALE values
+ *      (integers of another key of this rank), and its halo rows that face a neighbour are set
+ *      to NaN; then all ranks meet (MPI_Barrier);
+ *   2. a kDelayUs spin kernel and the copy that puts the call's fresh rows in are queued on the
  *      (non-blocking) stream. Code that hands `in`'s rows to MPI before the stream has finished
  *      sends the stale values — every time, since the copy is milliseconds away;
  *   3. in calls 1 and 2, the odd ranks (call 1) or the even ranks (call 2) sleep kLateUs on
@@ -24,12 +32,12 @@
  *      an MPI that reads the sender's rows only when the receive is posted (a CUDA IPC "get")
  *      would otherwise fetch a late rank's rows after its copy had landed, and hide step 2's
  *      mistake.
- *   After each call the stream is synchronized and the driver compares this rank's rows with
- *   the reference (every call's result counts), and, for the diagnosis, the halo rows that the
- *   call's last exchange filled: right, the neighbour's stale values, NaN (nothing arrived), or
- *   something else. The first call where anything is wrong decides the cause on this rank; all
- *   ranks agree on the most telling cause (MPI_Allreduce MINLOC) so that every failing record
- *   explains the same mistake. Guard bands around both slabs must stay untouched.
+ *   After each call the stream is synchronized and the rank hands over its rows and the halo
+ *   rows that the call's last exchange filled. The verifier compares the rows with its CPU
+ *   reference (every call's result counts) and, for the diagnosis, classifies the halo rows:
+ *   right, the neighbour's stale values, NaN (nothing arrived), or something else. The first
+ *   call where anything is wrong decides the cause this rank's record explains. Guard bands
+ *   around both slabs must stay untouched.
  *
  * Performance (headline "8192x1024": 8192 columns, n = 1024 rows PER RANK, so every rank has
  * the same work on any rank count): `iters` iterations of yours against `iters` iterations of
@@ -44,8 +52,12 @@
  * all ranks meet (MPI_Barrier), run `iters` iterations, synchronize the stream; host time /
  * iters, the maximum over ranks (MPI_Allreduce), so every rank records the same series. Yours
  * and the baseline alternate (ABAB). The records are ordinary "timing" records, metric "time".
- * Afterwards both timed runs are compared with the reference advanced to the number of
- * iterations each did: yours as case "timed-<perf case>", the baseline as a driver check.
+ * The timed grids are flat (every column of a row starts with the same value, and the stencil
+ * keeps them so), so the verifier follows every timed iteration of both as one number per row:
+ * afterwards both timed runs are compared with that reference advanced to the number of
+ * iterations each did; then both get fresh rows that vary along the row and kAfterIters more
+ * iterations, compared element by element. Yours is case "timed-<perf case>", the baseline a
+ * check of the course.
  *
  * Why 8192 x 1024 rows per rank (the α-β model of module 0, figures from shared/FACTS.md):
  * an iteration streams 32 MiB in and 32 MiB out of HBM per GPU, about 16 µs at the ~4.2 TB/s
@@ -82,7 +94,8 @@ enum {
   kChunk = kThreads * kPerThread,
   kMaxSamples = 200,
   kTagUp = 11,
-  kTagDown = 12
+  kTagDown = 12,
+  kAfterIters = 4
 };
 static const int kItersOfCall[kCalls] = {1, 1, 3, 35};
 static const double kDelayUs = 10000.0; /* the copy that restores `in` waits this long */
@@ -104,17 +117,24 @@ __host__ __device__ static inline float init_value(uint64_t key, long long grow,
   return (float)(h % 65521ull);
 }
 
-static uint64_t data_key(const mgpu_ctx *ctx, int c) {
-  return mix64(ctx->seed ^ (0x6f7665726c6170ull + (uint64_t)c));
+/* The key of the rows rank `owner` makes for data set `which`. A split rank has the keys of
+ * its own rank only. Data sets: case c's boundary rows case_set(c), the rows of its call j
+ * call_set(c, j) and their stale values stale_set(c, j); perf case p's timed grids 1000 + p,
+ * the round after the timing 2000 + p. */
+static uint64_t owner_key(const mgpu_ctx *ctx, int owner, int which) {
+  return mgpu_exact_key(ctx->seed, owner, 0x4F00 + which);
 }
-static uint64_t stale_key(uint64_t key, int call) { return mix64(key ^ (0x5354414cull + call)); }
+static int case_set(int c) { return 64 * c; }
+static int call_set(int c, int j) { return 64 * c + 1 + j; }
+static int stale_set(int c, int j) { return 64 * c + 33 + j; }
 
-/* dst rows 0 .. nrows-1 = global rows grow0 .. grow0+nrows-1 of `key`. */
-__global__ void init_rows(float *dst, int nx, long long grow0, int nrows, uint64_t key) {
+/* dst rows 0 .. nrows-1 = global rows grow0 .. grow0+nrows-1 of `key`; flat: every column of
+ * a row holds its column-0 value. */
+__global__ void init_rows(float *dst, int nx, long long grow0, int nrows, uint64_t key, int flat) {
   const long long n = (long long)nrows * nx;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x)
-    dst[i] = init_value(key, grow0 + i / nx, (int)(i % nx));
+    dst[i] = init_value(key, grow0 + i / nx, flat ? 0 : (int)(i % nx));
 }
 
 /* Rows first, first + step, ..., nrows of them; one block per kChunk columns of a row. */
@@ -239,68 +259,126 @@ static layout make_layout(const mgpu_ctx *ctx, int nx, int ny) {
   return l;
 }
 
-/* A slab pair as the learner finds it: slab 0 holds rows row0-1 .. row0+rows of the initial
- * grid except the halos that face a neighbour (NaN); slab 1 is NaN except the fixed boundary
- * rows. */
-static void fill_slabs(float *const slab[2], const layout *l, uint64_t key, cudaStream_t s) {
+/* A slab pair as the learner finds it: slab 0 holds rows row0-1 .. row0+rows of the grid of
+ * `key` (this rank's) except the halos that face a neighbour (NaN); slab 1 is NaN except the
+ * fixed boundary rows. */
+static void fill_slabs(float *const slab[2], const layout *l, uint64_t key, int flat,
+                       cudaStream_t s) {
   const size_t row_bytes = (size_t)l->nx * sizeof(float);
   float *bottom_row[2] = {slab[0] + (size_t)(l->rows + 1) * l->nx,
                           slab[1] + (size_t)(l->rows + 1) * l->nx};
   init_rows<<<grid_for((long long)(l->rows + 2) * l->nx), kThreads, 0, s>>>(
-      slab[0], l->nx, l->row0 - 1, l->rows + 2, key);
+      slab[0], l->nx, l->row0 - 1, l->rows + 2, key, flat);
   MGPU_KERNEL();
   MGPU_CUDA(cudaMemsetAsync(slab[1], 0xFF, (size_t)(l->rows + 2) * row_bytes, s));
   if (l->top >= 0) MGPU_CUDA(cudaMemsetAsync(slab[0], 0xFF, row_bytes, s));
   else {
-    init_rows<<<grid_for(l->nx), kThreads, 0, s>>>(slab[1], l->nx, 0, 1, key);
+    init_rows<<<grid_for(l->nx), kThreads, 0, s>>>(slab[1], l->nx, 0, 1, key, flat);
     MGPU_KERNEL();
   }
   if (l->bottom >= 0) MGPU_CUDA(cudaMemsetAsync(bottom_row[0], 0xFF, row_bytes, s));
   else {
-    init_rows<<<grid_for(l->nx), kThreads, 0, s>>>(bottom_row[1], l->nx, l->ny + 1, 1, key);
+    init_rows<<<grid_for(l->nx), kThreads, 0, s>>>(bottom_row[1], l->nx, l->ny + 1, 1, key, flat);
     MGPU_KERNEL();
   }
-}
-
-typedef struct reference {
-  float *g[2]; /* (ny + 2) x nx each, boundary rows in both */
-  long long iter;
-  int nx, ny;
-} reference;
-
-static void ref_init(reference *ref, const layout *l, uint64_t key, cudaStream_t s) {
-  const long long n = (long long)(l->ny + 2) * l->nx;
-  int b;
-  ref->nx = l->nx;
-  ref->ny = l->ny;
-  ref->iter = 0;
-  for (b = 0; b < 2; b++) {
-    MGPU_CUDA(cudaMalloc((void **)&ref->g[b], (size_t)n * sizeof(float)));
-    init_rows<<<grid_for(n), kThreads, 0, s>>>(ref->g[b], l->nx, 0, l->ny + 2, key);
-    MGPU_KERNEL();
-  }
-}
-
-static void ref_advance(reference *ref, long long to_iter, cudaStream_t s) {
-  for (; ref->iter < to_iter; ref->iter++)
-    launch_stencil(ref->g[ref->iter & 1], ref->g[(ref->iter + 1) & 1], ref->nx, 1, ref->ny, 1, s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-}
-
-/* Global row grow of the reference at iteration it (it and it+1 are both kept; it <= iter). */
-static const float *ref_row(const reference *ref, long long it, long long grow) {
-  return ref->g[it & 1] + (size_t)grow * ref->nx;
-}
-
-static void ref_free(reference *ref) {
-  MGPU_CUDA(cudaFree(ref->g[1]));
-  MGPU_CUDA(cudaFree(ref->g[0]));
 }
 
 static float *host_alloc(size_t bytes) {
-  float *p = NULL;
-  MGPU_CUDA(cudaMallocHost((void **)&p, bytes ? bytes : 4));
+  float *p = (float *)malloc(bytes ? bytes : 4);
+  if (!p) mgpu_fail("driver", "malloc", __FILE__, __LINE__, (long)(bytes >> 20), "out of host memory (MiB)");
   return p;
+}
+
+/* ---- the reference (where the checks are made; CPU) ---------------------------------------- */
+
+/* The rank whose key makes global row g: the owner of an interior row; rank 0 the boundary
+ * row 0; the last rank the boundary row ny+1. */
+static int owner_of_row(const layout *l, int g) {
+  const int base = l->ny / l->world, extra = l->ny % l->world;
+  if (g <= 0) return 0;
+  if (g > l->ny) return l->world - 1;
+  if (g - 1 < extra * (base + 1)) return (g - 1) / (base + 1);
+  return extra + (g - 1 - extra * (base + 1)) / base;
+}
+
+/* The starting grid: interior rows from their owners' keys of data set `rows_set`, the fixed
+ * boundary rows from theirs of `bound_set`. */
+typedef struct grid_sets {
+  int rows_set, bound_set, flat;
+} grid_sets;
+
+static float start_value(const mgpu_ctx *ctx, const layout *l, grid_sets gs, int g, int c) {
+  const int set = g == 0 || g == l->ny + 1 ? gs.bound_set : gs.rows_set;
+  return init_value(owner_key(ctx, owner_of_row(l, g), set), g, gs.flat ? 0 : c);
+}
+
+/* After `iters` iterations from the grid of gs: this rank's rows into rows_out (rows x nx), and
+ * the rows next to them (global rows row0-1 and row0+rows, 2 x nx) as they were one iteration
+ * earlier into halo_out (NULL: not wanted). Row g after k iterations depends on rows g-k .. g+k
+ * only, so the CPU sweeps that window; a window edge that is not a fixed boundary row is not
+ * updated, and the error that makes travels one row per iteration, never as far as the rows
+ * asked for. */
+static void reference_rows(const mgpu_ctx *ctx, const layout *l, grid_sets gs, long long iters,
+                           float *rows_out, float *halo_out) {
+  const size_t nx = (size_t)l->nx;
+  const long long lo = (long long)l->row0 - 1 - iters, hi = (long long)l->row0 + l->rows + iters;
+  const int w0 = lo < 0 ? 0 : (int)lo, w1 = hi > l->ny + 1 ? l->ny + 1 : (int)hi;
+  const size_t nrow = (size_t)(w1 - w0 + 1);
+  float *a = host_alloc(nrow * nx * sizeof(float)), *b = host_alloc(nrow * nx * sizeof(float));
+  long long it;
+  int g, side;
+  size_t c;
+  for (g = w0; g <= w1; g++)
+    for (c = 0; c < nx; c++) a[(size_t)(g - w0) * nx + c] = start_value(ctx, l, gs, g, (int)c);
+  memcpy(b, a, nrow * nx * sizeof(float));
+  for (it = 0; it < iters; it++) {
+    float *t;
+    if (halo_out && it == iters - 1)
+      for (side = 0; side < 2; side++) {
+        const int gh = side == 0 ? l->row0 - 1 : l->row0 + l->rows;
+        memcpy(halo_out + side * nx, a + (size_t)(gh - w0) * nx, nx * sizeof(float));
+      }
+    for (g = w0; g <= w1; g++) {
+      const float *in = a + (size_t)(g - w0) * nx;
+      float *o = b + (size_t)(g - w0) * nx;
+      if (g == 0 || g == l->ny + 1 || g == w0 || g == w1) {
+        memcpy(o, in, nx * sizeof(float));
+        continue;
+      }
+      for (c = 0; c < nx; c++)
+        o[c] = jac_update(in[(long long)c - (long long)nx], in[c + nx], in[c == 0 ? nx - 1 : c - 1],
+                          in[c == nx - 1 ? 0 : c + 1]);
+    }
+    t = a;
+    a = b;
+    b = t;
+  }
+  memcpy(rows_out, a + (size_t)(l->row0 - w0) * nx, (size_t)l->rows * nx * sizeof(float));
+  free(b);
+  free(a);
+}
+
+/* A flat grid stays flat (left = right = the element itself), so global row g after k
+ * iterations is one number: v_k+1[g] = jac_update(v_k[g-1], v_k[g+1], v_k[g], v_k[g]). The
+ * verifier follows every timed iteration so. Returns v after `iters` iterations (ny + 2). */
+static float *flat_reference(const mgpu_ctx *ctx, const layout *l, int set, long long iters) {
+  const int n = l->ny + 2;
+  const grid_sets gs = {set, set, 1};
+  float *a = host_alloc((size_t)n * sizeof(float)), *b = host_alloc((size_t)n * sizeof(float));
+  long long it;
+  int g;
+  for (g = 0; g < n; g++) a[g] = start_value(ctx, l, gs, g, 0);
+  b[0] = a[0];
+  b[n - 1] = a[n - 1];
+  for (it = 0; it < iters; it++) {
+    float *t;
+    for (g = 1; g < n - 1; g++) b[g] = jac_update(a[g - 1], a[g + 1], a[g], a[g]);
+    t = a;
+    a = b;
+    b = t;
+  }
+  free(b);
+  return a;
 }
 
 /* ---- correctness --------------------------------------------------------------------------- */
@@ -312,47 +390,43 @@ typedef struct finding {
   int cause, call, facing; /* facing: the neighbour rank whose halo row was wrong, or -1 */
 } finding;
 
-/* Compares this rank's rows after a call with the reference (into r) and classifies the halo
- * rows the call's last exchange filled. Returns the cause seen at this call (kNone when all is
- * right) and, in *facing, the neighbour whose halo row was wrong (or -1). */
-static int check_call(const layout *l, float *const slab[2], const reference *ref, long long e,
-                      int iters, uint64_t stale, mgpu_result *r, int *facing, float *hbuf,
-                      float *wbuf) {
+/* Compares this rank's rows after a call (got: rows x nx) with the reference (want) into r,
+ * and classifies the halo rows the call's last exchange filled (got_halo, want_halo: the top
+ * then the bottom one, nx each). A halo value equal to the neighbour's stale value (its key of
+ * stale_which) in a one-iteration call counts as stale. Returns the cause seen at this call
+ * (kNone when all is right) and, in *facing, the neighbour whose halo row was wrong (or -1). */
+static int check_call(const mgpu_ctx *ctx, const layout *l, const float *got, const float *want,
+                      const float *got_halo, const float *want_halo, int iters, int stale_which,
+                      mgpu_result *r, int *facing) {
   const int nx = l->nx;
   const size_t own = (size_t)l->rows * nx;
   long long edge_bad = 0, inner_bad = 0;
   int side, stale_side = -1, nan_side = -1, other_side = -1;
   size_t i;
 
-  MGPU_CUDA(cudaMemcpy(hbuf, slab[e & 1] + nx, own * sizeof(float), cudaMemcpyDeviceToHost));
-  MGPU_CUDA(cudaMemcpy(wbuf, ref_row(ref, e, l->row0), own * sizeof(float),
-                       cudaMemcpyDeviceToHost));
   for (i = 0; i < own; i++) {
     const long long before = r->bad + r->unwritten;
     const int lr = 1 + (int)(i / (size_t)nx);
-    mgpu_result_add(r, (long long)(l->row0 - 1 + lr) * nx + (long long)(i % nx), hbuf[i], wbuf[i],
+    mgpu_result_add(r, (long long)(l->row0 - 1 + lr) * nx + (long long)(i % nx), got[i], want[i],
                     0.0);
     if (r->bad + r->unwritten != before) {
       if (lr == 1 || lr == l->rows) edge_bad++;
       else inner_bad++;
     }
   }
-  /* The halo rows of slab[(e-1) % 2] were received in iteration e-1, the call's last; when the
-   * call had one iteration, the rows sent then were the ones the driver restored late. */
   for (side = 0; side < 2; side++) {
     const int nb = side == 0 ? l->top : l->bottom;
     const long long grow = side == 0 ? l->row0 - 1 : l->row0 + l->rows;
-    const float *got = slab[(e - 1) & 1] + (size_t)(side == 0 ? 0 : l->rows + 1) * nx;
+    const float *h = got_halo + (size_t)side * nx, *w = want_halo + (size_t)side * nx;
     long long st = 0, nn = 0, ot = 0;
+    uint64_t skey;
     int c;
     if (nb < 0) continue;
-    MGPU_CUDA(cudaMemcpy(hbuf, got, (size_t)nx * sizeof(float), cudaMemcpyDeviceToHost));
-    MGPU_CUDA(cudaMemcpy(wbuf, ref_row(ref, e - 1, grow), (size_t)nx * sizeof(float),
-                         cudaMemcpyDeviceToHost));
+    skey = owner_key(ctx, nb, stale_which);
     for (c = 0; c < nx; c++) {
-      if (hbuf[c] == wbuf[c]) continue;
-      if (isnan(hbuf[c])) nn++;
-      else if (iters == 1 && hbuf[c] == init_value(stale, grow, c)) st++;
+      if (h[c] == w[c]) continue;
+      if (isnan(h[c])) nn++;
+      else if (iters == 1 && h[c] == init_value(skey, grow, c)) st++;
       else ot++;
     }
     if (st * 2 > nx && stale_side < 0) stale_side = nb;
@@ -411,102 +485,120 @@ static void explain(char *out, size_t len, const finding *f, int rank, int world
   }
 }
 
+/* The rank: runs call j of case ci (steps 1-3 above) and copies this rank's rows and the halo
+ * rows the call's last exchange filled into got and got_halo. */
+static void compute_call(const mgpu_ctx *ctx, const layout *l, int ci, int j, long long first,
+                         float *const slab[2], float *scratch, jac_grid *g, MPI_Comm comm,
+                         cudaStream_t s, float *got, float *got_halo) {
+  const int iters = kItersOfCall[j];
+  const size_t row_bytes = (size_t)l->nx * sizeof(float);
+  const size_t own_bytes = (size_t)l->rows * row_bytes;
+  const long long e = first + iters;
+  float *in = slab[first & 1];
+  int side;
+
+  /* 1. This call's rows aside, stale values in their place and NaN in the halos that face a
+   *    neighbour; finished before anyone goes on. */
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  init_rows<<<grid_for((long long)l->rows * l->nx), kThreads, 0, s>>>(
+      scratch, l->nx, l->row0, l->rows, owner_key(ctx, ctx->rank, call_set(ci, j)), 0);
+  MGPU_KERNEL();
+  init_rows<<<grid_for((long long)l->rows * l->nx), kThreads, 0, s>>>(
+      in + l->nx, l->nx, l->row0, l->rows, owner_key(ctx, ctx->rank, stale_set(ci, j)), 0);
+  MGPU_KERNEL();
+  if (l->top >= 0) MGPU_CUDA(cudaMemsetAsync(in, 0xFF, row_bytes, s));
+  if (l->bottom >= 0)
+    MGPU_CUDA(cudaMemsetAsync(in + (size_t)(l->rows + 1) * l->nx, 0xFF, row_bytes, s));
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  /* 2. The real rows come only after a delay, through the stream. */
+  mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
+  MGPU_CUDA(cudaMemcpyAsync(in + l->nx, scratch, own_bytes, cudaMemcpyDeviceToDevice, s));
+  /* 3. In calls 1 and 2, half of the ranks come late, a different half each time. */
+  if ((j == 1 && l->rank % 2 == 1) || (j == 2 && l->rank % 2 == 0)) usleep((useconds_t)kLateUs);
+
+  MGPU_LEARNER(jacobi_overlap(g, first, iters, s, comm));
+  MGPU_CUDA(cudaStreamSynchronize(s));
+  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+  /* The halo rows of slab[(e-1) % 2] were received in iteration e-1, the call's last; when the
+   * call had one iteration, the rows sent then were the ones the driver put in late. */
+  MGPU_CUDA(cudaMemcpy(got, slab[e & 1] + l->nx, own_bytes, cudaMemcpyDeviceToHost));
+  for (side = 0; side < 2; side++)
+    MGPU_CUDA(cudaMemcpy(got_halo + (size_t)side * l->nx,
+                         slab[(e - 1) & 1] + (size_t)(side == 0 ? 0 : l->rows + 1) * l->nx,
+                         row_bytes, cudaMemcpyDeviceToHost));
+}
+
 static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, cudaStream_t s) {
   const mgpu_case *c = &ctx->cases[ci];
   const int ny = c->n < ctx->world ? ctx->world : (int)(c->n > 1000000 ? 1000000 : c->n);
   const layout l = make_layout(ctx, kCorrectNx, ny);
-  const uint64_t key = data_key(ctx, ci);
   const size_t row_bytes = (size_t)l.nx * sizeof(float);
   const size_t own_bytes = (size_t)l.rows * row_bytes;
   mgpu_buf buf[2];
-  float *slab[2], *scratch, *hbuf, *wbuf;
+  float *slab[2] = {NULL, NULL}, *scratch = NULL, *got, *got_halo, *want, *want_halo;
   jac_grid g;
-  reference ref;
   mgpu_result r;
   finding mine = {kNone, -1, -1};
-  long long first = 0;
+  long long first = 0, hits = 0;
   int j, b;
-  char why[420];
+  char why[420], tag[160];
 
   if (c->n > 1000000)
     mgpu_fail("driver", "case", __FILE__, __LINE__, c->n, "more than 1000000 rows");
-  for (b = 0; b < 2; b++) {
-    buf[b] = mgpu_alloc((size_t)(l.rows + 2) * row_bytes, ctx->device);
-    slab[b] = (float *)buf[b].ptr;
-  }
-  fill_slabs(slab, &l, key, s);
-  MGPU_CUDA(cudaMalloc((void **)&scratch, own_bytes));
-  hbuf = host_alloc(own_bytes > row_bytes ? own_bytes : row_bytes);
-  wbuf = host_alloc(own_bytes > row_bytes ? own_bytes : row_bytes);
-  ref_init(&ref, &l, key, s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-
+  got = host_alloc(own_bytes);
+  want = host_alloc(own_bytes);
+  got_halo = host_alloc(2 * row_bytes);
+  want_halo = host_alloc(2 * row_bytes);
   memset(&g, 0, sizeof g);
-  g.rank = l.rank;
-  g.world = l.world;
-  g.nx = l.nx;
-  g.ny = l.ny;
-  g.rows = l.rows;
-  g.row0 = l.row0;
-  g.slab[0] = slab[0];
-  g.slab[1] = slab[1];
+  if (mgpu_computes(ctx)) {
+    for (b = 0; b < 2; b++) {
+      buf[b] = mgpu_alloc((size_t)(l.rows + 2) * row_bytes, ctx->device);
+      slab[b] = (float *)buf[b].ptr;
+    }
+    fill_slabs(slab, &l, owner_key(ctx, ctx->rank, case_set(ci)), 0, s);
+    MGPU_CUDA(cudaMalloc((void **)&scratch, own_bytes));
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    g.rank = l.rank;
+    g.world = l.world;
+    g.nx = l.nx;
+    g.ny = l.ny;
+    g.rows = l.rows;
+    g.row0 = l.row0;
+    g.slab[0] = slab[0];
+    g.slab[1] = slab[1];
+  }
   mgpu_result_init(&r, c->n);
 
   for (j = 0; j < kCalls; j++) {
     const int iters = kItersOfCall[j];
-    const uint64_t stale = stale_key(key, j);
-    float *in = slab[first & 1];
-    int facing, found;
-
-    /* 1. Save this rank's rows of `in`, put stale values there and NaN in the halos that face
-     *    a neighbour; finished before anyone goes on. */
-    MGPU_CUDA(cudaStreamSynchronize(s));
-    MGPU_CUDA(cudaMemcpyAsync(scratch, in + l.nx, own_bytes, cudaMemcpyDeviceToDevice, s));
-    init_rows<<<grid_for((long long)l.rows * l.nx), kThreads, 0, s>>>(in + l.nx, l.nx, l.row0,
-                                                                       l.rows, stale);
-    MGPU_KERNEL();
-    if (l.top >= 0) MGPU_CUDA(cudaMemsetAsync(in, 0xFF, row_bytes, s));
-    if (l.bottom >= 0)
-      MGPU_CUDA(cudaMemsetAsync(in + (size_t)(l.rows + 1) * l.nx, 0xFF, row_bytes, s));
-    MGPU_CUDA(cudaStreamSynchronize(s));
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    /* 2. The real rows come back only after a delay, through the stream. */
-    mgpu_delay(s, (unsigned long long)(kDelayUs * 1000.0));
-    MGPU_CUDA(cudaMemcpyAsync(in + l.nx, scratch, own_bytes, cudaMemcpyDeviceToDevice, s));
-    /* 3. In calls 1 and 2, half of the ranks come late, a different half each time. */
-    if ((j == 1 && l.rank % 2 == 1) || (j == 2 && l.rank % 2 == 0)) usleep((useconds_t)kLateUs);
-
-    jacobi_overlap(&g, first, iters, s, comm);
-    MGPU_CUDA(cudaStreamSynchronize(s));
-    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (mgpu_computes(ctx))
+      compute_call(ctx, &l, ci, j, first, slab, scratch, &g, comm, s, got, got_halo);
     first += iters;
-
-    ref_advance(&ref, first, s);
-    found = check_call(&l, slab, &ref, first, iters, stale, &r, &facing, hbuf, wbuf);
-    if (found != kNone && mine.cause == kNone) {
-      mine.cause = found;
-      mine.call = j;
-      mine.facing = facing;
+    snprintf(tag, sizeof tag, "%s/%d/rows", c->name, j);
+    mgpu_hand_over(ctx, tag, got, own_bytes);
+    snprintf(tag, sizeof tag, "%s/%d/halos", c->name, j);
+    if (mgpu_hand_over(ctx, tag, got_halo, 2 * row_bytes)) {
+      const grid_sets gs = {call_set(ci, j), case_set(ci), 0};
+      int facing, found;
+      reference_rows(ctx, &l, gs, iters, want, want_halo);
+      found = check_call(ctx, &l, got, want, got_halo, want_halo, iters, stale_set(ci, j), &r,
+                         &facing);
+      if (found != kNone && mine.cause == kNone) {
+        mine.cause = found;
+        mine.call = j;
+        mine.facing = facing;
+      }
     }
   }
-  r.guard_hits = mgpu_guard_hits(&buf[0]) + mgpu_guard_hits(&buf[1]);
-
-  /* Every rank learns the most telling finding of any rank (lowest cause, then earliest call). */
-  {
-    int in2[2], out2[2], info[2];
-    finding top;
-    in2[0] = mine.cause == kNone ? INT_MAX : mine.cause * 64 + mine.call;
-    in2[1] = ctx->rank;
-    MGPU_MPI(MPI_Allreduce(in2, out2, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD));
-    info[0] = mine.call;
-    info[1] = mine.facing;
-    MGPU_MPI(MPI_Bcast(info, 2, MPI_INT, out2[1], MPI_COMM_WORLD));
-    top.cause = out2[0] == INT_MAX ? kNone : out2[0] / 64;
-    top.call = info[0];
-    top.facing = info[1];
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(&buf[0]) + mgpu_guard_hits(&buf[1]);
+  snprintf(tag, sizeof tag, "%s/guards", c->name);
+  if (mgpu_hand_over(ctx, tag, &hits, sizeof hits)) {
+    r.guard_hits = hits;
     if (r.bad || r.unwritten) {
-      if (top.cause == kNone) top = mine; /* cannot happen: this rank found something */
-      explain(why, sizeof why, &top, out2[1], ctx->world);
+      if (mine.cause == kNone) mine.cause = kOther; /* cannot happen: a call found something */
+      explain(why, sizeof why, &mine, ctx->rank, ctx->world);
       snprintf(r.msg, sizeof r.msg, "%lld wrong over %d calls (%d x %d grid, %d ranks). %s",
                r.bad + r.unwritten, kCalls, ny, l.nx, ctx->world, why);
     } else if (r.guard_hits) {
@@ -515,16 +607,19 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, cudaStream_t s) {
                "guard bands before or after them",
                l.rows + 1, l.nx);
     }
+    mgpu_record_case(c->name, &r, 0);
   }
-  mgpu_record_case(c->name, &r, 0);
 
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  ref_free(&ref);
-  MGPU_CUDA(cudaFreeHost(wbuf));
-  MGPU_CUDA(cudaFreeHost(hbuf));
-  MGPU_CUDA(cudaFree(scratch));
-  mgpu_free(&buf[1]);
-  mgpu_free(&buf[0]);
+  if (mgpu_computes(ctx)) {
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MGPU_CUDA(cudaFree(scratch));
+    mgpu_free(&buf[1]);
+    mgpu_free(&buf[0]);
+  }
+  free(want_halo);
+  free(got_halo);
+  free(want);
+  free(got);
 }
 
 /* ---- performance --------------------------------------------------------------------------- */
@@ -554,23 +649,101 @@ static void baseline_steps(baseline *b, int iters, cudaStream_t s) {
   }
 }
 
-/* Compares rows 1 .. rows of `slab` with the reference at iteration it (== ref->iter). */
-static void compare_rows(const layout *l, const float *slab, const reference *ref, long long it,
-                         mgpu_result *r, float *hbuf, float *wbuf) {
-  const size_t own = (size_t)l->rows * l->nx;
+/* What the rank hands over after the timing: this rank's rows of the timed grids as they are
+ * (yours after ya iterations, the baseline's after bi), then of the round with fresh rows (yours,
+ * the baseline's), and the counts. rows x nx floats each. */
+typedef struct after_bufs {
+  float *timed_yours, *timed_base, *fresh_yours, *fresh_base;
+  long long facts[3]; /* ya, bi, guard hits */
+} after_bufs;
+
+/* Counts the elements of this rank's rows (rows x nx at got) that differ from their row's
+ * value in v (global rows). */
+static void compare_flat(const float *got, const float *v, const layout *l, mgpu_result *r) {
+  const size_t nx = (size_t)l->nx;
+  int lr;
+  size_t c;
+  for (lr = 1; lr <= l->rows; lr++)
+    for (c = 0; c < nx; c++)
+      mgpu_result_add(r, (long long)(l->row0 + lr - 1) * l->nx + (long long)c,
+                      got[(size_t)(lr - 1) * nx + c], v[l->row0 + lr - 1], 0.0);
+}
+
+static void compare_rows(const float *got, const float *want, const layout *l, mgpu_result *r) {
+  const size_t n = (size_t)l->rows * l->nx;
   size_t i;
-  MGPU_CUDA(cudaMemcpy(hbuf, slab + l->nx, own * sizeof(float), cudaMemcpyDeviceToHost));
-  MGPU_CUDA(cudaMemcpy(wbuf, ref_row(ref, it, l->row0), own * sizeof(float),
-                       cudaMemcpyDeviceToHost));
-  for (i = 0; i < own; i++)
-    mgpu_result_add(r, (long long)l->row0 * l->nx + (long long)i, hbuf[i], wbuf[i], 0.0);
+  for (i = 0; i < n; i++)
+    mgpu_result_add(r, (long long)l->row0 * l->nx + (long long)i, got[i], want[i], 0.0);
+}
+
+/* Both sides: hands over what compute_after_timing copied, and, where the checks are made,
+ * records the case "timed-<perf case>". The baseline's rows are a check of the course. */
+static void check_after_timing(mgpu_ctx *ctx, int pi, const layout *l, after_bufs *h) {
+  const mgpu_case *c = &ctx->perf_cases[pi];
+  const size_t own_bytes = (size_t)l->rows * l->nx * sizeof(float);
+  const grid_sets fresh = {2000 + pi, 2000 + pi, 0};
+  char name[96], tag[160];
+  mgpu_result r, rf;
+  float *v, *want;
+  snprintf(name, sizeof name, "timed-%s", c->name);
+  snprintf(tag, sizeof tag, "%s/timed-yours", name);
+  mgpu_hand_over(ctx, tag, h->timed_yours, own_bytes);
+  snprintf(tag, sizeof tag, "%s/timed-baseline", name);
+  mgpu_hand_over(ctx, tag, h->timed_base, own_bytes);
+  snprintf(tag, sizeof tag, "%s/fresh-yours", name);
+  mgpu_hand_over(ctx, tag, h->fresh_yours, own_bytes);
+  snprintf(tag, sizeof tag, "%s/fresh-baseline", name);
+  mgpu_hand_over(ctx, tag, h->fresh_base, own_bytes);
+  snprintf(tag, sizeof tag, "%s/facts", name);
+  if (!mgpu_hand_over(ctx, tag, h->facts, sizeof h->facts)) return;
+  if (h->facts[0] < 7 || h->facts[1] < 7 || h->facts[0] > 100000000 || h->facts[1] > 100000000)
+    mgpu_fail("verifier", "iteration counts", __FILE__, __LINE__, (long)h->facts[0],
+              "the rank's timed iteration counts are out of range");
+
+  want = host_alloc(own_bytes);
+  reference_rows(ctx, l, fresh, kAfterIters, want, NULL);
+  v = flat_reference(ctx, l, 1000 + pi, h->facts[1]);
+  mgpu_result_init(&r, (long long)l->rows * l->nx);
+  compare_flat(h->timed_base, v, l, &r);
+  compare_rows(h->fresh_base, want, l, &r);
+  free(v);
+  if (r.bad || r.unwritten)
+    mgpu_fail("driver", "blocking baseline", __FILE__, __LINE__, (long)(r.bad + r.unwritten),
+              "the course's MPI_Sendrecv baseline computed a wrong grid (a bug in the course)");
+
+  v = flat_reference(ctx, l, 1000 + pi, h->facts[0]);
+  mgpu_result_init(&r, (long long)l->rows * l->nx);
+  compare_flat(h->timed_yours, v, l, &r);
+  free(v);
+  mgpu_result_init(&rf, (long long)l->rows * l->nx);
+  compare_rows(h->fresh_yours, want, l, &rf);
+  free(want);
+  if (r.bad || r.unwritten)
+    snprintf(r.msg, sizeof r.msg,
+             "the %lld iterations timed on the %d x %d grid (%d rows per rank) differ from the "
+             "reference advanced as many iterations (and %lld elements of a round with fresh "
+             "rows afterwards): right on the small correctness grids, wrong on this one or once "
+             "timed. Every call must do all of its iterations",
+             h->facts[0], l->ny, l->nx, l->rows, rf.bad + rf.unwritten);
+  else if (rf.bad || rf.unwritten) {
+    r = rf;
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, %d more iterations with fresh rows in the same slabs of the "
+             "%d x %d grid (%d rows per rank) differ from the reference: every call must do the "
+             "whole work, repeated calls with the same buffers included",
+             kAfterIters, l->ny, l->nx, l->rows);
+  }
+  r.guard_hits = h->facts[2];
+  if (!r.msg[0] && r.guard_hits)
+    snprintf(r.msg, sizeof r.msg, "a write landed outside this rank's slabs (in the guard bands)");
+  mgpu_record_case(name, &r, 0);
 }
 
 static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, cudaStream_t s) {
   const mgpu_case *c = &ctx->perf_cases[pi];
   const int per_rank = c->n < 1 || c->n > 65536 ? 1 : (int)c->n;
   const layout l = make_layout(ctx, kPerfNx, per_rank * ctx->world);
-  const uint64_t key = data_key(ctx, 1000 + pi);
+  const uint64_t key = owner_key(ctx, ctx->rank, 1000 + pi);
   const size_t slab_bytes = (size_t)(l.rows + 2) * l.nx * sizeof(float);
   const size_t own_bytes = (size_t)l.rows * l.nx * sizeof(float);
   const int min_reps = ctx->min_reps > 0 ? ctx->min_reps : 5;
@@ -579,146 +752,147 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, c
       (ctx->perf_budget_ms > 0 ? ctx->perf_budget_ms : 20000.0) * 1e3 / ctx->nperf_cases;
   double yours_us[kMaxSamples], base_us[kMaxSamples], t0, one_y, one_b, start;
   mgpu_buf buf[2];
-  float *slab[2], *hbuf, *wbuf;
+  float *slab[2];
   jac_grid g;
   baseline bl;
-  reference ref;
-  mgpu_result r;
+  after_bufs h;
   long long ya_iter = 0;
   int b, k, iters, stop;
-  char name[96];
 
   if (c->n < 1 || c->n > 65536)
     mgpu_fail("driver", "perf case", __FILE__, __LINE__, c->n, "rows per rank out of range");
-  if (max_reps > kMaxSamples) max_reps = kMaxSamples;
-  for (b = 0; b < 2; b++) {
-    buf[b] = mgpu_alloc(slab_bytes, ctx->device);
-    slab[b] = (float *)buf[b].ptr;
-  }
-  memset(&bl, 0, sizeof bl);
-  bl.l = l;
-  bl.comm = base_comm;
-  for (b = 0; b < 2; b++) MGPU_CUDA(cudaMalloc((void **)&bl.slab[b], slab_bytes));
-  fill_slabs(slab, &l, key, s);
-  fill_slabs(bl.slab, &l, key, s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  memset(&g, 0, sizeof g);
-  g.rank = l.rank;
-  g.world = l.world;
-  g.nx = l.nx;
-  g.ny = l.ny;
-  g.rows = l.rows;
-  g.row0 = l.row0;
-  g.slab[0] = slab[0];
-  g.slab[1] = slab[1];
+  memset(&h, 0, sizeof h);
+  h.timed_yours = host_alloc(own_bytes);
+  h.timed_base = host_alloc(own_bytes);
+  h.fresh_yours = host_alloc(own_bytes);
+  h.fresh_base = host_alloc(own_bytes);
+  if (mgpu_computes(ctx)) {
+    if (max_reps > kMaxSamples) max_reps = kMaxSamples;
+    for (b = 0; b < 2; b++) {
+      buf[b] = mgpu_alloc(slab_bytes, ctx->device);
+      slab[b] = (float *)buf[b].ptr;
+    }
+    memset(&bl, 0, sizeof bl);
+    bl.l = l;
+    bl.comm = base_comm;
+    for (b = 0; b < 2; b++) MGPU_CUDA(cudaMalloc((void **)&bl.slab[b], slab_bytes));
+    fill_slabs(slab, &l, key, 1, s);
+    fill_slabs(bl.slab, &l, key, 1, s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    memset(&g, 0, sizeof g);
+    g.rank = l.rank;
+    g.world = l.world;
+    g.nx = l.nx;
+    g.ny = l.ny;
+    g.rows = l.rows;
+    g.row0 = l.row0;
+    g.slab[0] = slab[0];
+    g.slab[1] = slab[1];
 
-  /* Warm-up (MPI's IPC mappings of the rows, the kernels), then the cost of one iteration of
-   * each decides how many a sample takes. */
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  jacobi_overlap(&g, ya_iter, 3, s, comm);
-  ya_iter += 3;
-  baseline_steps(&bl, 3, s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  t0 = mgpu_now_us();
-  jacobi_overlap(&g, ya_iter, 4, s, comm);
-  ya_iter += 4;
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  one_y = max_over_ranks((mgpu_now_us() - t0) / 4);
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  t0 = mgpu_now_us();
-  baseline_steps(&bl, 4, s);
-  MGPU_CUDA(cudaStreamSynchronize(s));
-  one_b = max_over_ranks((mgpu_now_us() - t0) / 4);
-  iters = (int)ceil(kSampleUs / fmax(fmin(one_y, one_b), 1.0));
-  if (iters < 1) iters = 1;
-  if (iters > 2000) iters = 2000;
-
-  start = mgpu_now_us();
-  for (k = 0, stop = 0; !stop; k++) {
+    /* Warm-up (MPI's IPC mappings of the rows, the kernels), then the cost of one iteration of
+     * each decides how many a sample takes. */
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MGPU_LEARNER(jacobi_overlap(&g, ya_iter, 3, s, comm));
+    ya_iter += 3;
+    baseline_steps(&bl, 3, s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
     MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
     t0 = mgpu_now_us();
-    jacobi_overlap(&g, ya_iter, iters, s, comm);
+    MGPU_LEARNER(jacobi_overlap(&g, ya_iter, 4, s, comm));
+    ya_iter += 4;
     MGPU_CUDA(cudaStreamSynchronize(s));
-    yours_us[k] = max_over_ranks((mgpu_now_us() - t0) / iters);
-    ya_iter += iters;
-
+    one_y = max_over_ranks((mgpu_now_us() - t0) / 4);
     MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
     t0 = mgpu_now_us();
-    baseline_steps(&bl, iters, s);
+    baseline_steps(&bl, 4, s);
     MGPU_CUDA(cudaStreamSynchronize(s));
-    base_us[k] = max_over_ranks((mgpu_now_us() - t0) / iters);
+    one_b = max_over_ranks((mgpu_now_us() - t0) / 4);
+    iters = (int)ceil(kSampleUs / fmax(fmin(one_y, one_b), 1.0));
+    if (iters < 1) iters = 1;
+    if (iters > 2000) iters = 2000;
 
-    stop = k + 1 >= max_reps || (k + 1 >= min_reps && mgpu_now_us() - start > budget_us);
-    MGPU_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD));
-  }
-  mgpu_record_timing(c->name, "yours", 2.0 * l.nx * sizeof(float), 1.0, "time", yours_us,
-                     yours_us, k);
-  mgpu_record_timing(c->name, "baseline", 2.0 * l.nx * sizeof(float), 1.0, "time", base_us,
-                     base_us, k);
-  if (ctx->rank == 0) {
-    mgpu_value("iterations per sample", iters, "iterations");
-    mgpu_value("iterations timed (yours)", (double)ya_iter, "iterations");
-  }
+    start = mgpu_now_us();
+    for (k = 0, stop = 0; !stop; k++) {
+      MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      t0 = mgpu_now_us();
+      MGPU_LEARNER(jacobi_overlap(&g, ya_iter, iters, s, comm));
+      MGPU_CUDA(cudaStreamSynchronize(s));
+      yours_us[k] = max_over_ranks((mgpu_now_us() - t0) / iters);
+      ya_iter += iters;
 
-  /* Both timed runs must have computed the right grid: one reference, advanced to the
-   * iteration count of each in turn (they are equal unless a call went wrong). */
-  hbuf = host_alloc(own_bytes);
-  wbuf = host_alloc(own_bytes);
-  ref_init(&ref, &l, key, s);
-  for (b = 0; b < 2; b++) {
-    const long long at = b == 0 ? (ya_iter < bl.iter ? ya_iter : bl.iter)
-                                : (ya_iter < bl.iter ? bl.iter : ya_iter);
-    if (b == 1 && ya_iter == bl.iter) break;
-    ref_advance(&ref, at, s);
-    if (at == ya_iter) {
-      mgpu_result_init(&r, (long long)l.rows * l.nx);
-      compare_rows(&l, slab[ya_iter & 1], &ref, ya_iter, &r, hbuf, wbuf);
-      if (r.bad || r.unwritten)
-        snprintf(r.msg, sizeof r.msg,
-                 "the %lld iterations timed on the %d x %d grid (%d rows per rank) differ from "
-                 "the single-GPU reference: right on the small correctness grids, wrong on "
-                 "this one",
-                 ya_iter, l.ny, l.nx, per_rank);
-      r.guard_hits = mgpu_guard_hits(&buf[0]) + mgpu_guard_hits(&buf[1]);
-      snprintf(name, sizeof name, "timed-%s", c->name);
-      mgpu_record_case(name, &r, 0);
+      MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      t0 = mgpu_now_us();
+      baseline_steps(&bl, iters, s);
+      MGPU_CUDA(cudaStreamSynchronize(s));
+      base_us[k] = max_over_ranks((mgpu_now_us() - t0) / iters);
+
+      stop = k + 1 >= max_reps || (k + 1 >= min_reps && mgpu_now_us() - start > budget_us);
+      MGPU_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD));
     }
-    if (at == bl.iter) {
-      mgpu_result_init(&r, (long long)l.rows * l.nx);
-      compare_rows(&l, bl.slab[bl.iter & 1], &ref, bl.iter, &r, hbuf, wbuf);
-      if (r.bad || r.unwritten)
-        mgpu_fail("driver", "blocking baseline", __FILE__, __LINE__, r.bad + r.unwritten,
-                  "the course's MPI_Sendrecv baseline computed a wrong grid (a bug in the course)");
+    mgpu_record_timing(c->name, "yours", 2.0 * l.nx * sizeof(float), 1.0, "time", yours_us,
+                       yours_us, k);
+    mgpu_record_timing(c->name, "baseline", 2.0 * l.nx * sizeof(float), 1.0, "time", base_us,
+                       base_us, k);
+    if (ctx->rank == 0) {
+      mgpu_value("iterations per sample", iters, "iterations");
+      mgpu_value("iterations timed (yours)", (double)ya_iter, "iterations");
     }
+
+    /* The timed grids as they are; then fresh rows that vary along the row, NaN halos, and
+     * kAfterIters more iterations of each in the same slabs. */
+    MGPU_CUDA(cudaMemcpy(h.timed_yours, slab[ya_iter & 1] + l.nx, own_bytes, cudaMemcpyDeviceToHost));
+    MGPU_CUDA(cudaMemcpy(h.timed_base, bl.slab[bl.iter & 1] + l.nx, own_bytes, cudaMemcpyDeviceToHost));
+    h.facts[0] = ya_iter;
+    h.facts[1] = bl.iter;
+    fill_slabs(slab, &l, owner_key(ctx, ctx->rank, 2000 + pi), 0, s);
+    fill_slabs(bl.slab, &l, owner_key(ctx, ctx->rank, 2000 + pi), 0, s);
+    bl.iter = 0;
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MGPU_LEARNER(jacobi_overlap(&g, 0, kAfterIters, s, comm));
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    baseline_steps(&bl, kAfterIters, s);
+    MGPU_CUDA(cudaStreamSynchronize(s));
+    MGPU_CUDA(cudaMemcpy(h.fresh_yours, slab[kAfterIters & 1] + l.nx, own_bytes, cudaMemcpyDeviceToHost));
+    MGPU_CUDA(cudaMemcpy(h.fresh_base, bl.slab[kAfterIters & 1] + l.nx, own_bytes, cudaMemcpyDeviceToHost));
+    h.facts[2] = mgpu_guard_hits(&buf[0]) + mgpu_guard_hits(&buf[1]);
   }
-  ref_free(&ref);
-  MGPU_CUDA(cudaFreeHost(wbuf));
-  MGPU_CUDA(cudaFreeHost(hbuf));
-  MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
-  for (b = 0; b < 2; b++) MGPU_CUDA(cudaFree(bl.slab[b]));
-  mgpu_free(&buf[1]);
-  mgpu_free(&buf[0]);
+  check_after_timing(ctx, pi, &l, &h);
+  if (mgpu_computes(ctx)) {
+    MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    for (b = 0; b < 2; b++) MGPU_CUDA(cudaFree(bl.slab[b]));
+    mgpu_free(&buf[1]);
+    mgpu_free(&buf[0]);
+  }
+  free(h.fresh_base);
+  free(h.fresh_yours);
+  free(h.timed_base);
+  free(h.timed_yours);
 }
 
 int main(int argc, char **argv) {
   mgpu_ctx ctx;
-  MPI_Comm comms[2]; /* the learner's, the baseline's */
-  cudaStream_t stream;
+  MPI_Comm comms[2] = {MPI_COMM_NULL, MPI_COMM_NULL}; /* the learner's, the baseline's */
+  cudaStream_t stream = NULL;
   int k;
 
-  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init */
-  start_mpi(&ctx, &argc, &argv, comms, 2);
-  MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  mgpu_init(&ctx, argc, argv); /* picks this rank's GPU before MPI_Init (none in the verifier) */
+  if (mgpu_computes(&ctx)) {
+    start_mpi(&ctx, &argc, &argv, comms, 2);
+    MGPU_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
 
   for (k = 0; k < ctx.ncases; k++) run_case(&ctx, k, comms[0], stream);
   if (ctx.perf)
     for (k = 0; k < ctx.nperf_cases; k++) run_perf(&ctx, k, comms[0], comms[1], stream);
 
-  MGPU_CUDA(cudaDeviceSynchronize());
-  MGPU_CUDA(cudaStreamDestroy(stream));
-  MGPU_MPI(MPI_Comm_free(&comms[1]));
-  MGPU_MPI(MPI_Comm_free(&comms[0]));
-  MGPU_MPI(MPI_Finalize());
+  if (mgpu_computes(&ctx)) {
+    MGPU_CUDA(cudaDeviceSynchronize());
+    MGPU_CUDA(cudaStreamDestroy(stream));
+    MGPU_MPI(MPI_Comm_free(&comms[1]));
+    MGPU_MPI(MPI_Comm_free(&comms[0]));
+    MGPU_MPI(MPI_Finalize());
+  }
   return mgpu_finish(&ctx);
 }
