@@ -84,6 +84,7 @@
 
 #include "mgpu.h"
 #include "jacobi-overlap.h"
+#include "jacobi_ref.h"
 
 enum {
   kCorrectNx = 1031,
@@ -320,65 +321,61 @@ static float start_value(const mgpu_ctx *ctx, const layout *l, grid_sets gs, int
  * asked for. */
 static void reference_rows(const mgpu_ctx *ctx, const layout *l, grid_sets gs, long long iters,
                            float *rows_out, float *halo_out) {
-  const size_t nx = (size_t)l->nx;
+  const size_t nx = (size_t)l->nx, own = (size_t)l->rows * nx;
   const long long lo = (long long)l->row0 - 1 - iters, hi = (long long)l->row0 + l->rows + iters;
   const int w0 = lo < 0 ? 0 : (int)lo, w1 = hi > l->ny + 1 ? l->ny + 1 : (int)hi;
   const size_t nrow = (size_t)(w1 - w0 + 1);
-  float *a = host_alloc(nrow * nx * sizeof(float)), *b = host_alloc(nrow * nx * sizeof(float));
+  uint32_t *a = (uint32_t *)host_alloc(nrow * nx * sizeof(uint32_t));
+  uint32_t *b = (uint32_t *)host_alloc(nrow * nx * sizeof(uint32_t));
+  const uint32_t *at;
   long long it;
   int g, side;
   size_t c;
   for (g = w0; g <= w1; g++)
-    for (c = 0; c < nx; c++) a[(size_t)(g - w0) * nx + c] = start_value(ctx, l, gs, g, (int)c);
-  memcpy(b, a, nrow * nx * sizeof(float));
+    for (c = 0; c < nx; c++)
+      a[(size_t)(g - w0) * nx + c] = (uint32_t)start_value(ctx, l, gs, g, (int)c);
   for (it = 0; it < iters; it++) {
-    float *t;
+    uint32_t *t;
     if (halo_out && it == iters - 1)
       for (side = 0; side < 2; side++) {
         const int gh = side == 0 ? l->row0 - 1 : l->row0 + l->rows;
-        memcpy(halo_out + side * nx, a + (size_t)(gh - w0) * nx, nx * sizeof(float));
+        at = a + (size_t)(gh - w0) * nx;
+        for (c = 0; c < nx; c++) halo_out[side * nx + c] = (float)at[c];
       }
-    for (g = w0; g <= w1; g++) {
-      const float *in = a + (size_t)(g - w0) * nx;
-      float *o = b + (size_t)(g - w0) * nx;
-      if (g == 0 || g == l->ny + 1 || g == w0 || g == w1) {
-        memcpy(o, in, nx * sizeof(float));
-        continue;
-      }
-      for (c = 0; c < nx; c++)
-        o[c] = jac_update(in[(long long)c - (long long)nx], in[c + nx], in[c == 0 ? nx - 1 : c - 1],
-                          in[c == nx - 1 ? 0 : c + 1]);
-    }
+    jac_ref_sweep(a, b, w0, w1, l->ny, nx);
     t = a;
     a = b;
     b = t;
   }
-  memcpy(rows_out, a + (size_t)(l->row0 - w0) * nx, (size_t)l->rows * nx * sizeof(float));
+  at = a + (size_t)(l->row0 - w0) * nx;
+  for (c = 0; c < own; c++) rows_out[c] = (float)at[c];
   free(b);
   free(a);
 }
 
-/* A flat grid stays flat (left = right = the element itself), so global row g after k
- * iterations is one number: v_k+1[g] = jac_update(v_k[g-1], v_k[g+1], v_k[g], v_k[g]). The
- * verifier follows every timed iteration so. Returns v after `iters` iterations (ny + 2). */
+/* A flat grid stays flat (jac_ref_flat_sweep), so global row g after k iterations is one
+ * number: the verifier follows every timed iteration so. Returns the ny + 2 row values after
+ * `iters` iterations. */
 static float *flat_reference(const mgpu_ctx *ctx, const layout *l, int set, long long iters) {
   const int n = l->ny + 2;
   const grid_sets gs = {set, set, 1};
-  float *a = host_alloc((size_t)n * sizeof(float)), *b = host_alloc((size_t)n * sizeof(float));
+  uint32_t *a = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
+  uint32_t *b = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
+  float *v = host_alloc((size_t)n * sizeof(float));
   long long it;
   int g;
-  for (g = 0; g < n; g++) a[g] = start_value(ctx, l, gs, g, 0);
-  b[0] = a[0];
-  b[n - 1] = a[n - 1];
+  for (g = 0; g < n; g++) a[g] = (uint32_t)start_value(ctx, l, gs, g, 0);
   for (it = 0; it < iters; it++) {
-    float *t;
-    for (g = 1; g < n - 1; g++) b[g] = jac_update(a[g - 1], a[g + 1], a[g], a[g]);
+    uint32_t *t;
+    jac_ref_flat_sweep(a, b, l->ny);
     t = a;
     a = b;
     b = t;
   }
+  for (g = 0; g < n; g++) v[g] = (float)a[g];
   free(b);
-  return a;
+  free(a);
+  return v;
 }
 
 /* ---- correctness --------------------------------------------------------------------------- */

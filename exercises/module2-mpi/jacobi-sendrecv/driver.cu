@@ -64,6 +64,7 @@
 
 #include "mgpu.h"
 #include "jacobi-sendrecv.h"
+#include "jacobi_ref.h"
 
 enum {
   kCorrectNx = 1031,
@@ -228,64 +229,56 @@ static float *reference_rows(const mgpu_ctx *ctx, const layout *l, int which, lo
   const size_t nx = (size_t)l->nx;
   const long long lo = (long long)l->row0 - iters, hi = (long long)l->row0 + l->rows - 1 + iters;
   const int w0 = lo < 0 ? 0 : (int)lo, w1 = hi > l->ny + 1 ? l->ny + 1 : (int)hi;
-  const size_t nrow = (size_t)(w1 - w0 + 1);
-  float *a = (float *)host_alloc(nrow * nx * sizeof(float));
-  float *b = (float *)host_alloc(nrow * nx * sizeof(float));
-  float *out = (float *)host_alloc((size_t)l->rows * nx * sizeof(float));
+  const size_t nrow = (size_t)(w1 - w0 + 1), own = (size_t)l->rows * nx;
+  uint32_t *a = (uint32_t *)host_alloc(nrow * nx * sizeof(uint32_t));
+  uint32_t *b = (uint32_t *)host_alloc(nrow * nx * sizeof(uint32_t));
+  float *out = (float *)host_alloc(own * sizeof(float));
+  const uint32_t *at;
   long long it;
   int g;
   size_t c;
   for (g = w0; g <= w1; g++) {
     const uint64_t key = owner_key(ctx, owner_of_row(l, g), which);
-    float *row = a + (size_t)(g - w0) * nx;
-    for (c = 0; c < nx; c++) row[c] = init_value(key, g, (int)c);
+    uint32_t *row = a + (size_t)(g - w0) * nx;
+    for (c = 0; c < nx; c++) row[c] = (uint32_t)init_value(key, g, (int)c);
   }
-  memcpy(b, a, nrow * nx * sizeof(float));
   for (it = 0; it < iters; it++) {
-    float *t;
-    for (g = w0; g <= w1; g++) {
-      const float *in = a + (size_t)(g - w0) * nx;
-      float *o = b + (size_t)(g - w0) * nx;
-      if (g == 0 || g == l->ny + 1 || g == w0 || g == w1) {
-        memcpy(o, in, nx * sizeof(float));
-        continue;
-      }
-      for (c = 0; c < nx; c++)
-        o[c] = jac_update(in[(long long)c - (long long)nx], in[c + nx], in[c == 0 ? nx - 1 : c - 1],
-                          in[c == nx - 1 ? 0 : c + 1]);
-    }
+    uint32_t *t;
+    jac_ref_sweep(a, b, w0, w1, l->ny, nx);
     t = a;
     a = b;
     b = t;
   }
-  memcpy(out, a + (size_t)(l->row0 - w0) * nx, (size_t)l->rows * nx * sizeof(float));
+  at = a + (size_t)(l->row0 - w0) * nx;
+  for (c = 0; c < own; c++) out[c] = (float)at[c];
   free(b);
   free(a);
   return out;
 }
 
 /* The timed grids are flat: every column of a row starts with the same value, and the stencil
- * keeps them so (left = right = the element itself), so global row g after k iterations is one
- * number, v_k+1[g] = jac_update(v_k[g-1], v_k[g+1], v_k[g], v_k[g]): the verifier follows all
- * the timed iterations in ny x k steps. Returns v after `iters` iterations, ny + 2 values. */
+ * keeps them so (jac_ref_flat_sweep), so global row g after k iterations is one number: the
+ * verifier follows all the timed iterations in ny x k steps. Returns the ny + 2 row values
+ * after `iters` iterations. */
 static float *flat_reference(const mgpu_ctx *ctx, const layout *l, int which, long long iters) {
   const int n = l->ny + 2;
-  float *a = (float *)host_alloc((size_t)n * sizeof(float));
-  float *b = (float *)host_alloc((size_t)n * sizeof(float));
+  uint32_t *a = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
+  uint32_t *b = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
+  float *v = (float *)host_alloc((size_t)n * sizeof(float));
   long long it;
   int g;
-  for (g = 0; g < n; g++) a[g] = init_value(owner_key(ctx, owner_of_row(l, g), which), g, 0);
-  b[0] = a[0];
-  b[n - 1] = a[n - 1];
+  for (g = 0; g < n; g++) a[g] = (uint32_t)init_value(owner_key(ctx, owner_of_row(l, g), which), g, 0);
   for (it = 0; it < iters; it++) {
-    float *t;
-    for (g = 1; g < n - 1; g++) b[g] = jac_update(a[g - 1], a[g + 1], a[g], a[g]);
+    uint32_t *t;
+    jac_ref_flat_sweep(a, b, l->ny);
     t = a;
     a = b;
     b = t;
   }
+  for (g = 0; g < n; g++) v[g] = (float)a[g];
   free(b);
-  return a;
+  free(a);
+  return v;
 }
 
 /* ---- checks (where the checks are made) ---------------------------------------------------- */
