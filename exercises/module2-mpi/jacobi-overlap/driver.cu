@@ -292,15 +292,7 @@ static float *host_alloc(size_t bytes) {
 
 /* ---- the reference (where the checks are made; CPU) ---------------------------------------- */
 
-/* The rank whose key makes global row g: the owner of an interior row; rank 0 the boundary
- * row 0; the last rank the boundary row ny+1. */
-static int owner_of_row(const layout *l, int g) {
-  const int base = l->ny / l->world, extra = l->ny % l->world;
-  if (g <= 0) return 0;
-  if (g > l->ny) return l->world - 1;
-  if (g - 1 < extra * (base + 1)) return (g - 1) / (base + 1);
-  return extra + (g - 1 - extra * (base + 1)) / base;
-}
+static int owner_of_row(const layout *l, int g) { return jac_owner_of_row(l->ny, l->world, g); }
 
 /* The starting grid: interior rows from their owners' keys of data set `rows_set`, the fixed
  * boundary rows from theirs of `bound_set`. */
@@ -360,22 +352,24 @@ static float *flat_reference(const mgpu_ctx *ctx, const layout *l, int set, long
   const int n = l->ny + 2;
   const grid_sets gs = {set, set, 1};
   uint32_t *a = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
-  uint32_t *b = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
-  float *v = host_alloc((size_t)n * sizeof(float));
-  long long it;
   int g;
   for (g = 0; g < n; g++) a[g] = (uint32_t)start_value(ctx, l, gs, g, 0);
-  for (it = 0; it < iters; it++) {
-    uint32_t *t;
-    jac_ref_flat_sweep(a, b, l->ny);
-    t = a;
-    a = b;
-    b = t;
-  }
-  for (g = 0; g < n; g++) v[g] = (float)a[g];
-  free(b);
-  free(a);
-  return v;
+  return jac_flat_values(a, l->ny, iters);
+}
+
+/* The learner's view of this rank's slabs. */
+static jac_grid make_grid(const layout *l, float *const slab[2]) {
+  jac_grid g;
+  memset(&g, 0, sizeof g);
+  g.rank = l->rank;
+  g.world = l->world;
+  g.nx = l->nx;
+  g.ny = l->ny;
+  g.rows = l->rows;
+  g.row0 = l->row0;
+  g.slab[0] = slab[0];
+  g.slab[1] = slab[1];
+  return g;
 }
 
 /* ---- correctness --------------------------------------------------------------------------- */
@@ -557,14 +551,7 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, cudaStream_t s) {
     fill_slabs(slab, &l, owner_key(ctx, ctx->rank, case_set(ci)), 0, s);
     MGPU_CUDA(cudaMalloc((void **)&scratch, own_bytes));
     MGPU_CUDA(cudaStreamSynchronize(s));
-    g.rank = l.rank;
-    g.world = l.world;
-    g.nx = l.nx;
-    g.ny = l.ny;
-    g.rows = l.rows;
-    g.row0 = l.row0;
-    g.slab[0] = slab[0];
-    g.slab[1] = slab[1];
+    g = make_grid(&l, slab);
   }
   mgpu_result_init(&r, c->n);
 
@@ -646,14 +633,6 @@ static void baseline_steps(baseline *b, int iters, cudaStream_t s) {
   }
 }
 
-/* What the rank hands over after the timing: this rank's rows of the timed grids as they are
- * (yours after ya iterations, the baseline's after bi), then of the round with fresh rows (yours,
- * the baseline's), and the counts. rows x nx floats each. */
-typedef struct after_bufs {
-  float *timed_yours, *timed_base, *fresh_yours, *fresh_base;
-  long long facts[3]; /* ya, bi, guard hits */
-} after_bufs;
-
 /* Counts the elements of this rank's rows (rows x nx at got) that differ from their row's
  * value in v (global rows). */
 static void compare_flat(const float *got, const float *v, const layout *l, mgpu_result *r) {
@@ -675,27 +654,15 @@ static void compare_rows(const float *got, const float *want, const layout *l, m
 
 /* Both sides: hands over what compute_after_timing copied, and, where the checks are made,
  * records the case "timed-<perf case>". The baseline's rows are a check of the course. */
-static void check_after_timing(mgpu_ctx *ctx, int pi, const layout *l, after_bufs *h) {
+static void check_after_timing(mgpu_ctx *ctx, int pi, const layout *l, jac_after *h) {
   const mgpu_case *c = &ctx->perf_cases[pi];
   const size_t own_bytes = (size_t)l->rows * l->nx * sizeof(float);
   const grid_sets fresh = {2000 + pi, 2000 + pi, 0};
-  char name[96], tag[160];
+  char name[96];
   mgpu_result r, rf;
   float *v, *want;
   snprintf(name, sizeof name, "timed-%s", c->name);
-  snprintf(tag, sizeof tag, "%s/timed-yours", name);
-  mgpu_hand_over(ctx, tag, h->timed_yours, own_bytes);
-  snprintf(tag, sizeof tag, "%s/timed-baseline", name);
-  mgpu_hand_over(ctx, tag, h->timed_base, own_bytes);
-  snprintf(tag, sizeof tag, "%s/fresh-yours", name);
-  mgpu_hand_over(ctx, tag, h->fresh_yours, own_bytes);
-  snprintf(tag, sizeof tag, "%s/fresh-baseline", name);
-  mgpu_hand_over(ctx, tag, h->fresh_base, own_bytes);
-  snprintf(tag, sizeof tag, "%s/facts", name);
-  if (!mgpu_hand_over(ctx, tag, h->facts, sizeof h->facts)) return;
-  if (h->facts[0] < 7 || h->facts[1] < 7 || h->facts[0] > 100000000 || h->facts[1] > 100000000)
-    mgpu_fail("verifier", "iteration counts", __FILE__, __LINE__, (long)h->facts[0],
-              "the rank's timed iteration counts are out of range");
+  if (!jac_after_hand_over(ctx, name, h, own_bytes, 7, 7)) return;
 
   want = host_alloc(own_bytes);
   reference_rows(ctx, l, fresh, kAfterIters, want, NULL);
@@ -752,17 +719,13 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, c
   float *slab[2];
   jac_grid g;
   baseline bl;
-  after_bufs h;
+  jac_after h;
   long long ya_iter = 0;
   int b, k, iters, stop;
 
   if (c->n < 1 || c->n > 65536)
     mgpu_fail("driver", "perf case", __FILE__, __LINE__, c->n, "rows per rank out of range");
-  memset(&h, 0, sizeof h);
-  h.timed_yours = host_alloc(own_bytes);
-  h.timed_base = host_alloc(own_bytes);
-  h.fresh_yours = host_alloc(own_bytes);
-  h.fresh_base = host_alloc(own_bytes);
+  jac_after_alloc(&h, own_bytes);
   if (mgpu_computes(ctx)) {
     if (max_reps > kMaxSamples) max_reps = kMaxSamples;
     for (b = 0; b < 2; b++) {
@@ -776,15 +739,7 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, c
     fill_slabs(slab, &l, key, 1, s);
     fill_slabs(bl.slab, &l, key, 1, s);
     MGPU_CUDA(cudaStreamSynchronize(s));
-    memset(&g, 0, sizeof g);
-    g.rank = l.rank;
-    g.world = l.world;
-    g.nx = l.nx;
-    g.ny = l.ny;
-    g.rows = l.rows;
-    g.row0 = l.row0;
-    g.slab[0] = slab[0];
-    g.slab[1] = slab[1];
+    g = make_grid(&l, slab);
 
     /* Warm-up (MPI's IPC mappings of the rows, the kernels), then the cost of one iteration of
      * each decides how many a sample takes. */
@@ -862,10 +817,7 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, c
     mgpu_free(&buf[1]);
     mgpu_free(&buf[0]);
   }
-  free(h.fresh_base);
-  free(h.fresh_yours);
-  free(h.timed_base);
-  free(h.timed_yours);
+  jac_after_free(&h);
 }
 
 int main(int argc, char **argv) {

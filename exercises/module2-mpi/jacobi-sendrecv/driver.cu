@@ -64,7 +64,7 @@
 
 #include "mgpu.h"
 #include "jacobi-sendrecv.h"
-#include "jacobi_ref.h"
+#include "jacobi_ref.h" /* after mgpu.h */
 
 enum {
   kCorrectNx = 1031,
@@ -142,15 +142,7 @@ static layout make_layout(const mgpu_ctx *ctx, int nx, int ny) {
 
 static size_t slab_elems(const layout *l) { return (size_t)(l->max_rows + 2) * (size_t)l->nx; }
 
-/* The rank that fills global row g: the owner of an interior row; rank 0 the boundary row 0;
- * the last rank the boundary row ny+1. */
-static int owner_of_row(const layout *l, int g) {
-  const int base = l->ny / l->world, extra = l->ny % l->world;
-  if (g <= 0) return 0;
-  if (g > l->ny) return l->world - 1;
-  if (g - 1 < extra * (base + 1)) return (g - 1) / (base + 1);
-  return extra + (g - 1 - extra * (base + 1)) / base;
-}
+static int owner_of_row(const layout *l, int g) { return jac_owner_of_row(l->ny, l->world, g); }
 
 /* slab[0]: this rank's rows; both slabs: the fixed boundary rows where this rank has them. All
  * from this rank's key; flat: constant along each row. */
@@ -263,22 +255,9 @@ static float *reference_rows(const mgpu_ctx *ctx, const layout *l, int which, lo
 static float *flat_reference(const mgpu_ctx *ctx, const layout *l, int which, long long iters) {
   const int n = l->ny + 2;
   uint32_t *a = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
-  uint32_t *b = (uint32_t *)host_alloc((size_t)n * sizeof(uint32_t));
-  float *v = (float *)host_alloc((size_t)n * sizeof(float));
-  long long it;
   int g;
   for (g = 0; g < n; g++) a[g] = (uint32_t)init_value(owner_key(ctx, owner_of_row(l, g), which), g, 0);
-  for (it = 0; it < iters; it++) {
-    uint32_t *t;
-    jac_ref_flat_sweep(a, b, l->ny);
-    t = a;
-    a = b;
-    b = t;
-  }
-  for (g = 0; g < n; g++) v[g] = (float)a[g];
-  free(b);
-  free(a);
-  return v;
+  return jac_flat_values(a, l->ny, iters);
 }
 
 /* ---- checks (where the checks are made) ---------------------------------------------------- */
@@ -465,36 +444,13 @@ static void baseline_iteration(nccl_state *a, cudaStream_t s) {
   a->iter++;
 }
 
-/* What the rank hands over after the timing: this rank's rows of the timed grids as they are
- * (yours after yiter iterations, the baseline's after biter), then of the fresh round (yours,
- * the baseline's), and the counts. rows x nx floats each. */
-typedef struct after_bufs {
-  float *timed_yours, *timed_base, *fresh_yours, *fresh_base;
-  long long facts[3]; /* yiter, biter, guard hits */
-} after_bufs;
-
-static void after_alloc(after_bufs *h, size_t rows_bytes) {
-  memset(h, 0, sizeof *h);
-  h->timed_yours = (float *)host_alloc(rows_bytes);
-  h->timed_base = (float *)host_alloc(rows_bytes);
-  h->fresh_yours = (float *)host_alloc(rows_bytes);
-  h->fresh_base = (float *)host_alloc(rows_bytes);
-}
-
-static void after_free(after_bufs *h) {
-  free(h->fresh_base);
-  free(h->fresh_yours);
-  free(h->timed_base);
-  free(h->timed_yours);
-}
-
 /* The rank, after the timing: copies this rank's rows of the timed grids; then fresh rows of
  * data set `which` (not flat) in the timed slabs of yours and of the baseline, halos poisoned,
  * kAfterCalls calls of kAfterIters iterations (the late starts as in the correctness cases),
  * and this rank's rows of both results. */
 static void compute_after_timing(const mgpu_ctx *ctx, const layout *l, int which, mgpu_buf yb[2],
                                  long long yiter, nccl_state *ba, jac_grid *g, cudaStream_t s,
-                                 after_bufs *h) {
+                                 jac_after *h) {
   const size_t rows_bytes = (size_t)l->rows * l->nx * sizeof(float);
   const uint64_t key = owner_key(ctx, ctx->rank, which);
   float *slab[2] = {(float *)yb[0].ptr, (float *)yb[1].ptr};
@@ -553,28 +509,16 @@ static void compare_flat(const float *got, const float *v, const layout *l, mgpu
 /* Both sides: the case "timed-<perf case>" from what compute_after_timing handed over. The
  * baselines' rows are a check of the course: wrong ones fail the driver, not the learner. */
 static void check_after_timing(mgpu_ctx *ctx, int pi, const layout *l, int timed, int fresh,
-                               after_bufs *h) {
+                               jac_after *h) {
   const mgpu_case *c = &ctx->perf_cases[pi];
   const size_t rows_bytes = (size_t)l->rows * l->nx * sizeof(float);
   const long long iters = (long long)kAfterCalls * kAfterIters;
-  char name[96], tag[160];
+  char name[96];
   float *want, *v;
   mgpu_result r, rt;
   findings f, ft;
   snprintf(name, sizeof name, "timed-%s", c->name);
-  snprintf(tag, sizeof tag, "%s/timed-yours", name);
-  mgpu_hand_over(ctx, tag, h->timed_yours, rows_bytes);
-  snprintf(tag, sizeof tag, "%s/timed-baseline", name);
-  mgpu_hand_over(ctx, tag, h->timed_base, rows_bytes);
-  snprintf(tag, sizeof tag, "%s/fresh-yours", name);
-  mgpu_hand_over(ctx, tag, h->fresh_yours, rows_bytes);
-  snprintf(tag, sizeof tag, "%s/fresh-baseline", name);
-  mgpu_hand_over(ctx, tag, h->fresh_base, rows_bytes);
-  snprintf(tag, sizeof tag, "%s/facts", name);
-  if (!mgpu_hand_over(ctx, tag, h->facts, sizeof h->facts)) return;
-  if (h->facts[0] < 3 || h->facts[1] < 2 || h->facts[0] > 100000000 || h->facts[1] > 100000000)
-    mgpu_fail("verifier", "iteration counts", __FILE__, __LINE__, (long)h->facts[0],
-              "the rank's timed iteration counts are out of range");
+  if (!jac_after_hand_over(ctx, name, h, rows_bytes, 3, 2)) return;
 
   /* The baseline: all its timed iterations, then the fresh round. */
   v = flat_reference(ctx, l, timed, h->facts[1]);
@@ -630,7 +574,7 @@ static void run_perf(mgpu_ctx *ctx, int pi, ncclComm_t nccl, MPI_Comm comm, cuda
   const layout l = make_layout(ctx, kPerfNx, per_rank * ctx->world);
   const int which = 1000 + pi, after = 2000 + pi;
   const size_t rows_bytes = (size_t)l.rows * l.nx * sizeof(float);
-  after_bufs h;
+  jac_after h;
   const int min_reps = ctx->min_reps > 0 ? ctx->min_reps : 5;
   int max_reps = ctx->max_reps > 0 ? ctx->max_reps : 30;
   const double budget_us = (ctx->perf_budget_ms > 0 ? ctx->perf_budget_ms : 20000.0) * 1e3 / ctx->nperf_cases;
@@ -646,10 +590,10 @@ static void run_perf(mgpu_ctx *ctx, int pi, ncclComm_t nccl, MPI_Comm comm, cuda
 
   if (c->n < 1 || c->n > 4096)
     mgpu_fail("driver", "perf case", __FILE__, __LINE__, c->n, "rows per rank out of range");
-  after_alloc(&h, rows_bytes);
+  jac_after_alloc(&h, rows_bytes);
   if (!mgpu_computes(ctx)) { /* the verifier: the checks after the timing only */
     check_after_timing(ctx, pi, &l, which, after, &h);
-    after_free(&h);
+    jac_after_free(&h);
     return;
   }
   if (max_reps > kMaxSamples) max_reps = kMaxSamples;
@@ -729,7 +673,7 @@ static void run_perf(mgpu_ctx *ctx, int pi, ncclComm_t nccl, MPI_Comm comm, cuda
     MGPU_CUDA(cudaFree(ba.buf[i]));
     mgpu_free(&yb[i]);
   }
-  after_free(&h);
+  jac_after_free(&h);
 }
 
 int main(int argc, char **argv) {

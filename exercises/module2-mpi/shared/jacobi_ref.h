@@ -4,14 +4,19 @@
  * The CPU reference the course's verifier computes your rows with: the same update rule as
  * jac_update, on the integers the grids hold (every value is an integer in [0, 65521), and a
  * sum of four stays below 2^18, so float and integer arithmetic give the same numbers; integers
- * are several times faster on a CPU). Nothing here talks to a GPU or another rank.
+ * are several times faster on a CPU), and what the ranks hand the verifier after the timing.
+ * Nothing here talks to a GPU or another rank.
  */
 #ifndef MODULE2_JACOBI_REF_H
 #define MODULE2_JACOBI_REF_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "mgpu.h"
 
 #define JAC_REF_MODULUS 65521u
 
@@ -59,6 +64,87 @@ static inline void jac_ref_flat_sweep(const uint32_t *v, uint32_t *out, int ny) 
   out[0] = v[0];
   out[ny + 1] = v[ny + 1];
   for (g = 1; g <= ny; g++) out[g] = jac_ref_update(v[g - 1], v[g + 1], v[g], v[g]);
+}
+
+/* The rank whose key makes global row g of a grid of ny interior rows over `world` ranks (the
+ * split of jac_rows_of / jac_row0_of): the owner of an interior row; rank 0 the boundary row 0;
+ * the last rank the boundary row ny+1. */
+static inline int jac_owner_of_row(int ny, int world, int g) {
+  const int base = ny / world, extra = ny % world;
+  if (g <= 0) return 0;
+  if (g > ny) return world - 1;
+  if (g - 1 < extra * (base + 1)) return (g - 1) / (base + 1);
+  return extra + (g - 1 - extra * (base + 1)) / base;
+}
+
+/* The row values of a flat grid after `iters` sweeps: v holds the ny + 2 starting values and is
+ * freed; returns the values as floats (the caller frees). */
+static inline float *jac_flat_values(uint32_t *v, int ny, long long iters) {
+  const size_t n = (size_t)ny + 2;
+  uint32_t *b = (uint32_t *)malloc(n * sizeof *b);
+  float *out = (float *)malloc(n * sizeof *out);
+  long long it;
+  size_t g;
+  if (!b || !out) mgpu_fail("driver", "malloc", __FILE__, __LINE__, (long)n, "out of host memory");
+  for (it = 0; it < iters; it++) {
+    uint32_t *t;
+    jac_ref_flat_sweep(v, b, ny);
+    t = v;
+    v = b;
+    b = t;
+  }
+  for (g = 0; g < n; g++) out[g] = (float)v[g];
+  free(b);
+  free(v);
+  return out;
+}
+
+/* What a rank hands over after the timing: its rows of the timed grids as they are (yours, the
+ * baseline's), then of the round with fresh rows in the same buffers (yours, the baseline's),
+ * and the counts: iterations of yours and of the baseline in the timed grids, guard hits. */
+typedef struct jac_after {
+  float *timed_yours, *timed_base, *fresh_yours, *fresh_base;
+  long long facts[3];
+} jac_after;
+
+static inline void jac_after_alloc(jac_after *h, size_t bytes) {
+  memset(h, 0, sizeof *h);
+  h->timed_yours = (float *)malloc(bytes);
+  h->timed_base = (float *)malloc(bytes);
+  h->fresh_yours = (float *)malloc(bytes);
+  h->fresh_base = (float *)malloc(bytes);
+  if (!h->timed_yours || !h->timed_base || !h->fresh_yours || !h->fresh_base)
+    mgpu_fail("driver", "malloc", __FILE__, __LINE__, (long)(bytes >> 20), "out of host memory (MiB)");
+}
+
+static inline void jac_after_free(jac_after *h) {
+  free(h->fresh_base);
+  free(h->fresh_yours);
+  free(h->timed_base);
+  free(h->timed_yours);
+}
+
+/* Both sides: hands the four row sets (bytes each) and the counts over under "<name>/...".
+ * Returns 1 where the checks are made, after requiring the counts to be at least what the
+ * driver's warm-up alone runs (min_yours, min_base) and sane. */
+static inline int jac_after_hand_over(mgpu_ctx *ctx, const char *name, jac_after *h, size_t bytes,
+                                      long long min_yours, long long min_base) {
+  static const char *const what[4] = {"timed-yours", "timed-baseline", "fresh-yours",
+                                      "fresh-baseline"};
+  float *const bufs[4] = {h->timed_yours, h->timed_base, h->fresh_yours, h->fresh_base};
+  char tag[160];
+  int k;
+  for (k = 0; k < 4; k++) {
+    snprintf(tag, sizeof tag, "%s/%s", name, what[k]);
+    mgpu_hand_over(ctx, tag, bufs[k], bytes);
+  }
+  snprintf(tag, sizeof tag, "%s/facts", name);
+  if (!mgpu_hand_over(ctx, tag, h->facts, sizeof h->facts)) return 0;
+  if (h->facts[0] < min_yours || h->facts[1] < min_base || h->facts[0] > 100000000 ||
+      h->facts[1] > 100000000)
+    mgpu_fail("verifier", "iteration counts", __FILE__, __LINE__, (long)h->facts[0],
+              "the rank's timed iteration counts are out of range");
+  return 1;
 }
 
 #endif /* MODULE2_JACOBI_REF_H */
