@@ -191,6 +191,7 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 		jobs := []job{{label: "solution", expect: "pass", mk: func(dir string) (checker.Target, error) { return checker.SolutionTarget(e, dir) }}}
 		jobs = append(jobs, job{label: "starter", expect: e.Starter.FailsAt, hangs: e.Starter.Hangs,
 			mk: func(dir string) (checker.Target, error) { return starterTarget(e, dir) }})
+		ck.Perf = a.perfFor(ctx, e, !o.NoPerf)
 		for _, v := range e.Variants {
 			if v.GPU && !gpus {
 				fmt.Fprintf(a.Err, "skip  %s variant %s: its bug shows on GPUs only, and this machine has none\n", e.ID, v.Name)
@@ -200,11 +201,14 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 				fmt.Fprintf(a.Err, "skip  %s variant %s: needs %d ranks, this run has %d\n", e.ID, v.Name, v.MinRanks, ranksFor(e, o.Ranks, len(facts.GPUs)))
 				continue
 			}
+			if why := perfSkip(v.Expect, ck.Perf, o.NoPerf); why != "" {
+				fmt.Fprintf(a.Err, "skip  %s variant %s: %s\n", e.ID, v.Name, why)
+				continue
+			}
 			v := v
 			jobs = append(jobs, job{label: "variant:" + v.Name, expect: v.Expect, words: v.Message,
 				mk: func(dir string) (checker.Target, error) { return checker.VariantTarget(e, v.Name, dir) }})
 		}
-		ck.Perf = a.perfFor(ctx, e, !o.NoPerf)
 		for _, j := range jobs {
 			if ctx.Err() != nil {
 				break
@@ -338,4 +342,17 @@ func ranksFor(e *course.Exercise, override, gpus int) int {
 		return gpus
 	}
 	return 2
+}
+
+// perfSkip says why a variant that must fail at the performance stage is not run: with the
+// stage off it can only pass (it is correct by design), which would read as a failure of the
+// course. "" when it runs.
+func perfSkip(expect string, perf, noPerf bool) string {
+	if expect != "performance" || perf {
+		return ""
+	}
+	if noPerf {
+		return "it fails at the performance stage, which --no-perf turns off"
+	}
+	return "it fails at the performance stage, which is not judged on this machine (no GPU)"
 }
