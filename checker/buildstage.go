@@ -34,6 +34,9 @@ type program struct {
 	// verifierEnv is added last to the verifier's environment (Python: a path without the
 	// learner's files).
 	verifierEnv []string
+	// ncclWatch is NCCL's watch, the profiler plugin the ranks load (ncclwatch.go); "" when
+	// the exercise forbids no collective NCCL can report.
+	ncclWatch string
 }
 
 type learnerFile struct {
@@ -258,6 +261,12 @@ func (k *check) build(ctx context.Context) *program {
 		prog.verifier = []string{vbin}
 		detail += "; verifier built"
 	}
+	watch, ok := k.prepareWatch(ctx, tc)
+	if !ok {
+		return nil
+	}
+	prog.ncclWatch = watch
+	k.watch = watch
 	k.done(StageBuild, StatusOK, detail)
 	return prog
 }

@@ -110,6 +110,8 @@ type check struct {
 	dir   string // this check's directory under WorkDir/runs
 	began map[string]time.Time
 	evMu  sync.Mutex
+	// watch is NCCL's watch for this check's run ("" when off; ncclwatch.go).
+	watch string
 }
 
 func (c *Checker) newCheck(t Target, stages []string) *check {

@@ -63,6 +63,8 @@ type record struct {
 
 	// done
 	Summary *doneSummary `json:"summary"`
+	// NCCL's watch (ncclwatch.go): on a rank whose harness opened it.
+	NCCL *ncclWatchInfo `json:"nccl"`
 }
 
 // doneSummary is what a harness says it recorded before done (docs/protocol.md §4).
@@ -96,7 +98,9 @@ type rankRecords struct {
 	// Handed is how many outputs the rank handed to its verifier, or the verifier received,
 	// by its done record (docs/protocol.md §4, "The verifier").
 	Handed int64
-	count  int64 // records before done
+	// NCCL is what NCCL's watch counted, from the done record (nil without one).
+	NCCL  *ncclWatchInfo
+	count int64 // records before done
 }
 
 // recordError is a result file that breaks the protocol; the runner's fault.
@@ -236,6 +240,7 @@ func (rr *rankRecords) add(rec *record) error {
 	case "done":
 		rr.Done = true
 		rr.SummaryProblem = rr.checkSummary(rec.Summary)
+		rr.NCCL = rec.NCCL
 	default:
 		rr.Unknown = append(rr.Unknown, rec.T)
 	}

@@ -355,6 +355,10 @@ func (k *check) runEnv(prog *program) []string {
 			"MGPU_PERF_BUDGET_MS="+strconv.Itoa(budget),
 		)
 	}
+	if prog.ncclWatch != "" {
+		// NCCL's watch (ncclwatch.go): the harness opens it and NCCL loads the same file.
+		env = append(env, "MGPU_NCCL_WATCH="+prog.ncclWatch, "NCCL_PROFILER_PLUGIN="+prog.ncclWatch)
+	}
 	if len(e.Forbid) > 0 && e.Kind == "python" {
 		syms := make([]string, len(e.Forbid))
 		for i, f := range e.Forbid {
@@ -552,6 +556,9 @@ func (k *check) checkRun(rr *runResult) bool {
 		}
 	}
 	if rr.verifiers != nil && !k.checkVerifiers(rr) {
+		return false
+	}
+	if !k.checkWatch(rr, k.watch) {
 		return false
 	}
 	if len(res.Leftover) > 0 {

@@ -562,6 +562,9 @@ func TestCUDABuildLinks(t *testing.T) {
 		"-o", filepath.Join(out, "driver")); err != nil {
 		t.Fatal(err)
 	}
+	t.Run("nccl-watch", func(t *testing.T) {
+		testNCCLWatch(t, compile, flags, out, []string{"-L" + filepath.Join(nv, "cu13", "lib"), "-L" + filepath.Join(nv, "nccl", "lib"), "-Xlinker", "-rpath=" + filepath.Join(nv, "nccl", "lib")})
+	})
 	// The MPI part, where an MPI header is installed.
 	for _, inc := range []string{"/usr/lib/x86_64-linux-gnu/openmpi/include", "/usr/include/openmpi", "/usr/include/mpich", "/usr/include"} {
 		if _, err := os.Stat(filepath.Join(inc, "mpi.h")); err != nil {

@@ -375,6 +375,16 @@ void mgpu_check_nccl(ncclResult_t r, const char *call, const char *file, int lin
 #define MGPU_NCCL(call) mgpu_check_nccl((call), #call, __FILE__, __LINE__)
 /* Rank 0 creates the id, mgpu_share hands it to every rank. Collective. */
 void mgpu_nccl_unique_id(mgpu_ctx *ctx, ncclUniqueId *id);
+/* The driver's own NCCL call, such as its baseline, in an exercise whose manifest forbids that
+ * collective to the learner: NCCL's watch (docs/protocol.md §4) counts it as the driver's.
+ * Every collective NCCL sees outside MGPU_NCCL_OWN is the learner's. */
+void mgpu_nccl_own(int enter);
+#define MGPU_NCCL_OWN(call)                                                                    \
+  do {                                                                                         \
+    mgpu_nccl_own(1);                                                                          \
+    MGPU_NCCL(call);                                                                           \
+    mgpu_nccl_own(0);                                                                          \
+  } while (0)
 #endif
 #if defined(MPI_VERSION)
 void mgpu_check_mpi(int err, const char *call, const char *file, int line);

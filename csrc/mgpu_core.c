@@ -31,8 +31,12 @@
 #if defined(__GNUC__) || defined(__clang__)
 extern int mgpu__cuda_setup(mgpu_ctx *ctx, int select, char *gpu, size_t gpu_len)
     __attribute__((weak));
+extern void mgpu__nccl_setup(void) __attribute__((weak));
+extern size_t mgpu__nccl_watch_json(char *buf, size_t cap) __attribute__((weak));
 #else
 #pragma weak mgpu__cuda_setup
+#pragma weak mgpu__nccl_setup
+#pragma weak mgpu__nccl_watch_json
 #endif
 
 #define MGPU_HARNESS_ID "c/1"
@@ -620,6 +624,8 @@ static void init_common(mgpu_ctx *ctx, int argc, char **argv, int select_device)
   /* A verifier never touches a GPU: it only compares what its rank handed over. */
   if (mgpu__cuda_setup && !g.verifier)
     mgpu__cuda_setup(ctx, select_device, g.gpu, sizeof g.gpu);
+  /* NCCL's watch, before the driver creates a communicator (mgpu_nccl.cu). */
+  if (mgpu__nccl_setup && !g.verifier) mgpu__nccl_setup();
 
   pthread_mutex_lock(&g_lock);
   if (!g.started) write_start_locked();
@@ -654,6 +660,16 @@ int mgpu_finish(mgpu_ctx *ctx) {
          "\"handed\":%lld}",
          g.nrecords, g.ncase_records, g.checked, g.timing_samples, g.handed);
   pthread_mutex_unlock(&g_lock);
+  if (mgpu__nccl_watch_json && !g.verifier) {
+    /* What NCCL's profiler saw this rank ask for, the driver's calls and everyone else's. */
+    char w[2048];
+    size_t n = mgpu__nccl_watch_json(w, sizeof w);
+    if (n >= sizeof w) snprintf(w, sizeof w, "{\"error\":\"the watch's counts do not fit\"}");
+    if (n > 0) {
+      jb_key(&b, "nccl");
+      jb_raw(&b, w);
+    }
+  }
   rec_end(&b);
   pthread_mutex_lock(&g_lock);
   g.finished = 1;

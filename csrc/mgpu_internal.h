@@ -18,6 +18,12 @@ extern "C" {
  * ctx->num_devices and gpu (name of the selected device, "" when none). */
 int mgpu__cuda_setup(mgpu_ctx *ctx, int select, char *gpu, size_t gpu_len);
 
+/* Hooks of the NCCL part (mgpu_nccl.cu), referenced weakly like mgpu__cuda_setup. setup: open
+ * NCCL's watch named by MGPU_NCCL_WATCH, before any communicator exists; watch_json: its counts
+ * as one JSON object for the done record (returns the length; 0 when no watch is active). */
+void mgpu__nccl_setup(void);
+size_t mgpu__nccl_watch_json(char *buf, size_t cap);
+
 /* The context mgpu_init filled (NULL before). */
 mgpu_ctx *mgpu__ctx(void);
 

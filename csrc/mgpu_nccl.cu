@@ -6,7 +6,9 @@
 
 #include "mgpu_internal.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" void mgpu_check_nccl(ncclResult_t r, const char *call, const char *file, int line) {
@@ -40,4 +42,49 @@ extern "C" void mgpu_nccl_unique_id(mgpu_ctx *ctx, ncclUniqueId *id) {
     }
   }
   mgpu_share(ctx, "nccl-unique-id", id, sizeof *id, 0);
+}
+
+/* ---- NCCL's watch (docs/protocol.md §4): the course's profiler plugin, mgpu_ncclwatch.c ---- *
+ *
+ * The checker names the plugin in MGPU_NCCL_WATCH for the ranks of an exercise that forbids an
+ * NCCL collective. The harness opens it before the driver creates a communicator and points
+ * NCCL_PROFILER_PLUGIN at the same file, so NCCL's dlopen returns this object; holding it open
+ * keeps the counts after the driver destroys its communicators. */
+static struct {
+  int active;
+  void (*own)(int);
+  size_t (*json)(char *, size_t);
+} watch;
+
+extern "C" void mgpu__nccl_setup(void) {
+  const char *path = getenv("MGPU_NCCL_WATCH");
+  void *h;
+  int (*abi)(void);
+  char msg[1024];
+  if (!path || !*path) return;
+  h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(msg, sizeof msg, "cannot load NCCL's watch %s: %s", path, dlerror());
+    mgpu_fail("harness", "NCCL watch", __FILE__, __LINE__, 0, msg);
+  }
+  abi = (int (*)(void))dlsym(h, "mgpu_ncclwatch_abi");
+  watch.own = (void (*)(int))dlsym(h, "mgpu_ncclwatch_own");
+  watch.json = (size_t(*)(char *, size_t))dlsym(h, "mgpu_ncclwatch_json");
+  if (!abi || !watch.own || !watch.json || !dlsym(h, "ncclProfiler_v5") || abi() != 1) {
+    snprintf(msg, sizeof msg, "%s is not the course's NCCL watch (interface 1)", path);
+    mgpu_fail("harness", "NCCL watch", __FILE__, __LINE__, 0, msg);
+  }
+  if (setenv("NCCL_PROFILER_PLUGIN", path, 1) != 0)
+    mgpu_fail("harness", "NCCL watch", __FILE__, __LINE__, 0,
+              "cannot set NCCL_PROFILER_PLUGIN");
+  watch.active = 1;
+}
+
+extern "C" void mgpu_nccl_own(int enter) {
+  if (watch.active) watch.own(enter);
+}
+
+extern "C" size_t mgpu__nccl_watch_json(char *buf, size_t cap) {
+  if (!watch.active || !buf || cap == 0) return 0;
+  return watch.json(buf, cap);
 }

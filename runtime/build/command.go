@@ -232,6 +232,9 @@ func newPlan(req *Request) (*plan, error) {
 			if len(lib.LinkArgs) == 0 {
 				args = append(args, "-lnccl")
 			}
+			// The harness opens NCCL's watch with dlopen (csrc/mgpu_nccl.cu); libdl is part
+			// of the C library since glibc 2.34, a library of its own before.
+			args = append(args, "-ldl")
 		case "mpi":
 			if !known {
 				return nil, fmt.Errorf("build: library %q is not in the toolchain (the probe did not find it)", name)

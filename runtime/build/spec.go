@@ -50,6 +50,8 @@ type Lib struct {
 	LinkArgs []string
 	// RuntimeDirs go on LD_LIBRARY_PATH when running (pip wheels have no ldconfig entry).
 	RuntimeDirs []string
+	// Version is the library's release as its headers give it ("2.28.9"; "" unknown).
+	Version string
 }
 
 // Result is a build's outcome.

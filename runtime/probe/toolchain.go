@@ -50,7 +50,7 @@ func (f *Facts) Toolchain(cudaAwareMPI bool) *build.Toolchain {
 // libraryLib is a found C library as a build.Lib. Libraries outside the loader's search (pip
 // wheels, NCCL_HOME) get their folder in RuntimeDirs.
 func libraryLib(l *Library) build.Lib {
-	b := build.Lib{LinkArgs: append([]string(nil), l.LinkArgs...)}
+	b := build.Lib{LinkArgs: append([]string(nil), l.LinkArgs...), Version: l.Version}
 	if l.Include != "" && !systemDirs[l.Include] {
 		b.Include = []string{l.Include}
 	}

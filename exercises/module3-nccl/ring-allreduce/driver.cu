@@ -225,7 +225,7 @@ static void op_ring(void *arg, int iter, cudaStream_t stream) {
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   nccl_arg *a = (nccl_arg *)arg;
   (void)iter;
-  MGPU_NCCL(ncclAllReduce(a->send, a->recv, a->n, ncclFloat, ncclSum, a->comm, stream));
+  MGPU_NCCL_OWN(ncclAllReduce(a->send, a->recv, a->n, ncclFloat, ncclSum, a->comm, stream));
 }
 
 /* The case "after-timing": the last timed call's recv (inputs unchanged during timing), then

@@ -343,7 +343,7 @@ static void op_yours(void *arg, int iter, cudaStream_t stream) {
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   timed *t = (timed *)arg;
   (void)iter;
-  MGPU_NCCL(ncclAllReduce(t->in.ptr, t->nccl_out.ptr, t->n, ncclFloat, ncclSum, t->comm, stream));
+  MGPU_NCCL_OWN(ncclAllReduce(t->in.ptr, t->nccl_out.ptr, t->n, ncclFloat, ncclSum, t->comm, stream));
 }
 
 /* Compares n floats of host (what the rank read back) with want[], adding to r from index

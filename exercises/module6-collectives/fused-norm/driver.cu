@@ -831,7 +831,7 @@ static void op_nccl_norm(void *arg, int iter, cudaStream_t stream) {
   fn_perf *p = (fn_perf *)arg;
   (void)iter;
   const size_t n = (size_t)p->rows * (size_t)p->hidden;
-  MGPU_NCCL(ncclAllReduce(p->in, p->xsum, n, ncclFloat, ncclSum, p->comm, stream));
+  MGPU_NCCL_OWN(ncclAllReduce(p->in, p->xsum, n, ncclFloat, ncclSum, p->comm, stream));
   fn_base_norm(p->xsum, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden, stream);
 }
 

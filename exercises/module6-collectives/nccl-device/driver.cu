@@ -452,7 +452,7 @@ static void op_yours(void *arg, int iter, cudaStream_t stream) {
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   perf_op *p = (perf_op *)arg;
   (void)iter;
-  MGPU_NCCL(ncclAllReduce(p->send, p->recv, p->n, ncclFloat, ncclSum, p->w->comm, stream));
+  MGPU_NCCL_OWN(ncclAllReduce(p->send, p->recv, p->n, ncclFloat, ncclSum, p->w->comm, stream));
 }
 
 /* The rank times every perf case, then makes one more call on the timed buffers with new data
