@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mgpu-learn/mgpu-learn/internal/course"
 	"github.com/mgpu-learn/mgpu-learn/runtime/build"
 )
 
@@ -20,20 +21,9 @@ import (
 // reports them from inside the call. Counted apart: the driver's own calls (its baseline, in
 // MGPU_NCCL_OWN windows) and everyone else's.
 
-// watchedCollectives maps the forbidden symbols NCCL's profiler can report to the name it
-// reports them by. The all-to-all family (ncclAlltoAll, ncclGather, ncclScatter) reaches the
-// profiler as Send and Recv events and is not watched.
-var watchedCollectives = map[string]string{
-	"ncclAllReduce":     "AllReduce",
-	"ncclReduceScatter": "ReduceScatter",
-	"ncclAllGather":     "AllGather",
-	"ncclReduce":        "Reduce",
-	"ncclBroadcast":     "Broadcast",
-	"ncclBcast":         "Broadcast",
-}
-
 // ncclWatchInfo is the "nccl" object of a rank's done record: what the plugin counted.
 type ncclWatchInfo struct {
+	EnvOK     int               `json:"env_ok"`    // NCCL_PROFILER_PLUGIN still named the watch at the end
 	Comms     uint64            `json:"comms"`     // communicators NCCL created with the plugin
 	Finalized uint64            `json:"finalized"` // and finalized
 	MaxRanks  int               `json:"max_ranks"` // the largest communicator's size
@@ -45,20 +35,14 @@ type ncclWatchInfo struct {
 }
 
 // watchedNames are the NCCL names this exercise's forbidden list puts under the watch, each
-// with the symbol the manifest forbids. Empty for exercises the watch does not apply to.
-func (k *check) watchedNames() map[string]string {
+// with the function's name and the manifest's reason. Empty for exercises the watch does not
+// apply to.
+func (k *check) watchedNames() map[string]course.Forbidden {
 	e := k.e
 	if e.Kind != "cuda" || !slices.Contains(e.Build.Libs, "nccl") {
 		return nil
 	}
-	names := map[string]string{}
-	for _, f := range e.Forbid {
-		if n, ok := watchedCollectives[f.Symbol]; ok {
-			if _, seen := names[n]; !seen {
-				names[n] = f.Symbol
-			}
-		}
-	}
+	names := course.WatchedNCCL(e.Forbid)
 	if len(names) == 0 {
 		return nil
 	}
@@ -132,34 +116,42 @@ func (k *check) checkWatch(rr *runResult, watch string) bool {
 		case w.Error != "":
 			k.fail(StageRun, FaultRunner, fmt.Sprintf("rank %d: NCCL's watch: %s", r, w.Error), fmt.Sprintf("Rank %d: NCCL's watch: %s.", r, w.Error))
 			return false
-		case w.Comms == 0:
-			k.fail(StageRun, FaultRunner, fmt.Sprintf("rank %d: NCCL did not load the course's profiler plugin", r),
-				fmt.Sprintf("Rank %d created its communicators without NCCL loading the course's profiler plugin (%s, named in NCCL_PROFILER_PLUGIN). NCCL 2.%d or later loads it; an NCCL_PROFILER_PLUGIN set in NCCL's configuration file does not override the environment.", r, watch, ncclWatchMinor))
-			return false
 		}
-		var calls []string
-		for name, sym := range names {
+		var seen []course.Forbidden
+		for name, f := range names {
 			if n := w.Learner[name]; n > 0 {
-				calls = append(calls, fmt.Sprintf("%s %d time(s)", sym, n))
+				seen = append(seen, course.Forbidden{Symbol: fmt.Sprintf("%s %d time(s)", f.Symbol, n), Why: f.Why})
 			}
 		}
-		sort.Strings(calls)
-		if len(calls) > 0 {
-			return k.watchViolation(r, calls)
+		if len(seen) > 0 {
+			sort.Slice(seen, func(i, j int) bool { return seen[i].Symbol < seen[j].Symbol })
+			calls := make([]string, len(seen))
+			for i, f := range seen {
+				calls[i] = f.Symbol
+			}
+			return k.watchViolation(r, calls, seen[0].Why)
 		}
 		var own uint64
 		for _, n := range w.Own {
 			own += n
 		}
-		blind := w.MaskOK == 0 || (w.MaxRanks > 1 && w.Windows > 0 && own == 0)
-		if blind {
-			what := "NCCL's event mask no longer asks for the API events the plugin set"
-			if w.MaskOK != 0 {
-				what = fmt.Sprintf("the driver made %d call(s) of its own on a communicator of %d ranks and NCCL reported none of them", w.Windows, w.MaxRanks)
-			}
-			k.rep.Policy = append(k.rep.Policy, Violation{Rule: ruleHarness, Symbol: "NCCL watch", Found: "NCCL watch", Why: what})
+		blind := ""
+		switch {
+		case w.EnvOK == 0:
+			blind = "NCCL_PROFILER_PLUGIN no longer named the course's plugin when the rank finished (the harness sets it at start-up; NCCL reads it when it creates a communicator)"
+		case w.Comms == 0 && w.Windows > 0:
+			blind = fmt.Sprintf("the driver made %d NCCL call(s) of its own, but NCCL created no communicator with the course's plugin", w.Windows)
+		case w.Comms == 0:
+			continue // no communicator, no call of the driver's: NCCL ran nothing to watch
+		case w.MaskOK == 0:
+			blind = "NCCL's event mask no longer asks for the API events the plugin set"
+		case w.MaxRanks > 1 && w.Windows > 0 && own == 0:
+			blind = fmt.Sprintf("the driver made %d call(s) of its own on a communicator of %d ranks and NCCL reported none of them", w.Windows, w.MaxRanks)
+		}
+		if blind != "" {
+			k.rep.Policy = append(k.rep.Policy, Violation{Rule: ruleHarness, Symbol: "NCCL watch", Found: "NCCL watch", Why: blind})
 			k.fail(StagePolicy, FaultYou, fmt.Sprintf("NCCL's watch went blind on rank %d", r),
-				fmt.Sprintf("Rank %d: %s. The course cannot tell which collectives ran, so the run is not trusted. Code that changes NCCL's or the harness's memory does this; if yours does not, report it with your NCCL version.", r, what))
+				fmt.Sprintf("Rank %d: %s. The course cannot tell which NCCL calls ran, so the run is not trusted. Code that changes the environment, NCCL's memory or the harness's does this; if yours does not, report it with your NCCL version.", r, blind))
 			return false
 		}
 	}
@@ -167,19 +159,11 @@ func (k *check) checkWatch(rr *runResult, watch string) bool {
 }
 
 // watchViolation fails the policy stage for collectives NCCL ran for the learner.
-func (k *check) watchViolation(rank int, calls []string) bool {
+func (k *check) watchViolation(rank int, calls []string, why string) bool {
 	var files []string
 	for _, name := range k.e.Files {
 		if p, ok := k.t.Files[name]; ok {
 			files = append(files, k.showPath(p))
-		}
-	}
-	why := ""
-	for _, f := range k.e.Forbid {
-		for _, c := range calls {
-			if strings.HasPrefix(c, f.Symbol+" ") && why == "" {
-				why = f.Why
-			}
 		}
 	}
 	for _, c := range calls {

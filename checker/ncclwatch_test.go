@@ -38,7 +38,7 @@ starter:
 func TestCheckWatch(t *testing.T) {
 	ex := loadFake(t, watchManifest)
 	const done = `{"t":"done","rank":%d,"summary":{"records":1,"cases":0,"checked":0,"timing_samples":0,"handed":0}%s}`
-	clean := `,"nccl":{"comms":1,"finalized":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{"AllReduce":3},"learner":{"Send":8,"Recv":8}}`
+	clean := `,"nccl":{"env_ok":1,"comms":1,"finalized":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{"AllReduce":3},"learner":{"Send":8,"Recv":8}}`
 	for _, tc := range []struct {
 		name      string
 		nccl      [2]string // rank 0's and rank 1's
@@ -48,20 +48,26 @@ func TestCheckWatch(t *testing.T) {
 		violation string
 	}{
 		{"clean", [2]string{clean, clean}, Passed, "", nil, ""},
-		{"learner all-reduce", [2]string{clean, `,"nccl":{"comms":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{"AllReduce":3},"learner":{"AllReduce":12,"Send":2}}`},
+		{"learner all-reduce", [2]string{clean, `,"nccl":{"env_ok":1,"comms":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{"AllReduce":3},"learner":{"AllReduce":12,"Send":2}}`},
 			Failed, FaultYou, []string{"ncclAllReduce 12 time(s)", "reported by NCCL"}, "ncclAllReduce"},
-		{"broadcast under its older name", [2]string{`,"nccl":{"comms":1,"max_ranks":2,"mask_ok":1,"windows":1,"own":{"AllReduce":1},"learner":{"Broadcast":1}}`, clean},
+		{"broadcast under its older name", [2]string{`,"nccl":{"env_ok":1,"comms":1,"max_ranks":2,"mask_ok":1,"windows":1,"own":{"AllReduce":1},"learner":{"Broadcast":1}}`, clean},
 			Failed, FaultYou, []string{"ncclBcast 1 time(s)"}, "ncclBcast"},
-		{"a collective the manifest allows", [2]string{`,"nccl":{"comms":1,"max_ranks":2,"mask_ok":1,"windows":1,"own":{"AllReduce":1},"learner":{"AllGather":5,"ReduceScatter":5}}`, clean},
+		{"a collective the manifest allows", [2]string{`,"nccl":{"env_ok":1,"comms":1,"max_ranks":2,"mask_ok":1,"windows":1,"own":{"AllReduce":1},"learner":{"AllGather":5,"ReduceScatter":5}}`, clean},
 			Passed, "", nil, ""},
-		{"driver's calls unseen", [2]string{clean, `,"nccl":{"comms":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{},"learner":{}}`},
+		{"driver's calls unseen", [2]string{clean, `,"nccl":{"env_ok":1,"comms":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{},"learner":{}}`},
 			Failed, FaultYou, []string{"blind", "rank 1"}, "NCCL watch"},
-		{"one rank: NCCL reports nothing", [2]string{`,"nccl":{"comms":1,"max_ranks":1,"mask_ok":1,"windows":3,"own":{},"learner":{}}`, `,"nccl":{"comms":1,"max_ranks":1,"mask_ok":1,"windows":3,"own":{},"learner":{}}`},
+		{"one rank: NCCL reports nothing", [2]string{`,"nccl":{"env_ok":1,"comms":1,"max_ranks":1,"mask_ok":1,"windows":3,"own":{},"learner":{}}`, `,"nccl":{"env_ok":1,"comms":1,"max_ranks":1,"mask_ok":1,"windows":3,"own":{},"learner":{}}`},
 			Passed, "", nil, ""},
-		{"mask cleared", [2]string{`,"nccl":{"comms":1,"max_ranks":2,"mask_ok":0,"windows":0,"own":{},"learner":{}}`, clean},
+		{"mask cleared", [2]string{`,"nccl":{"env_ok":1,"comms":1,"max_ranks":2,"mask_ok":0,"windows":0,"own":{},"learner":{}}`, clean},
 			Failed, FaultYou, []string{"blind", "rank 0"}, "NCCL watch"},
-		{"plugin never loaded", [2]string{clean, `,"nccl":{"comms":0,"max_ranks":0,"mask_ok":0,"windows":3,"own":{},"learner":{}}`},
-			Errored, FaultRunner, []string{"did not load"}, ""},
+		{"no communicator with the plugin, driver calls made", [2]string{clean, `,"nccl":{"env_ok":1,"comms":0,"max_ranks":0,"mask_ok":0,"windows":3,"own":{},"learner":{}}`},
+			Failed, FaultYou, []string{"blind", "rank 1"}, "NCCL watch"},
+		{"no communicator at all (timing off)", [2]string{`,"nccl":{"env_ok":1,"comms":0,"max_ranks":0,"mask_ok":0,"windows":0,"own":{},"learner":{}}`, clean},
+			Passed, "", nil, ""},
+		{"environment changed", [2]string{clean, `,"nccl":{"env_ok":0,"comms":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{"AllReduce":3},"learner":{}}`},
+			Failed, FaultYou, []string{"blind", "rank 1"}, "NCCL watch"},
+		{"forbidden call wins over a changed environment", [2]string{clean, `,"nccl":{"env_ok":0,"comms":1,"max_ranks":2,"mask_ok":1,"windows":3,"own":{"AllReduce":3},"learner":{"AllReduce":4}}`},
+			Failed, FaultYou, []string{"ncclAllReduce 4 time(s)"}, "ncclAllReduce"},
 		{"no counts", [2]string{clean, ""}, Errored, FaultRunner, []string{"no report from NCCL's watch"}, ""},
 		{"counts too long", [2]string{clean, `,"nccl":{"error":"the watch's counts do not fit"}`}, Errored, FaultRunner, []string{"do not fit"}, ""},
 	} {
@@ -107,8 +113,22 @@ func TestCheckWatch(t *testing.T) {
 		t.Errorf("no forbidden collective: watched %v", n)
 	}
 	k = (&Checker{}).newCheck(Target{Exercise: ex}, nil)
-	if n := k.watchedNames(); len(n) != 2 || n["AllReduce"] != "ncclAllReduce" || n["Broadcast"] != "ncclBcast" {
+	if n := k.watchedNames(); len(n) != 2 || n["AllReduce"].Symbol != "ncclAllReduce" || n["Broadcast"].Symbol != "ncclBcast" || n["AllReduce"].Why != "the exercise is to build it yourself" {
 		t.Errorf("watched %v", n)
+	}
+	// Patterns count: "ncclAll*" forbids ncclAllReduce and ncclAllGather, "ncclReduce*" both
+	// reductions (module6/fused-norm's list).
+	patterns := strings.Replace(watchManifest, "symbol: ncclAllReduce", "symbol: \"ncclAll*\"", 1)
+	patterns = strings.Replace(patterns, "symbol: ncclBcast", "symbol: \"ncclReduce*\"", 1)
+	k = (&Checker{}).newCheck(Target{Exercise: loadFake(t, patterns)}, nil)
+	n := k.watchedNames()
+	for name, sym := range map[string]string{"AllReduce": "ncclAllReduce", "AllGather": "ncclAllGather", "Reduce": "ncclReduce", "ReduceScatter": "ncclReduceScatter"} {
+		if n[name].Symbol != sym {
+			t.Errorf("patterns: %s is %q, want %q (%v)", name, n[name].Symbol, sym, n)
+		}
+	}
+	if len(n) != 4 {
+		t.Errorf("patterns: watched %v", n)
 	}
 	for v, want := range map[string]bool{"2.28.9": true, "2.29.2": true, "3.0.0": true, "2.27.7": false, "2.9.9": false, "": true, "x": true} {
 		if got := ncclAtLeast(v, 2, 28); got != want {

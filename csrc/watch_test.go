@@ -16,6 +16,7 @@ import (
 
 // watchCounts is the "nccl" object of a done record (mgpu_ncclwatch.c's mgpu_ncclwatch_json).
 type watchCounts struct {
+	EnvOK     int               `json:"env_ok"`
 	Comms     uint64            `json:"comms"`
 	Finalized uint64            `json:"finalized"`
 	MaxRanks  int               `json:"max_ranks"`
@@ -104,7 +105,10 @@ func testNCCLWatch(t *testing.T, compile func(...string) error, flags []string, 
 			t.Errorf("NCCL's mask after init: want the API events only (1536)\n%s", outp)
 		}
 		got := counts(t, rec)
-		want := watchCounts{Comms: 2, Finalized: 1, MaxRanks: 4, MaskOK: 1, Windows: 1,
+		if strings.Contains(outp, "NVSHMEM_DISABLE_NCCL is not 1") {
+			t.Errorf("the harness left NVSHMEM free to run collectives through NCCL:\n%s", outp)
+		}
+		want := watchCounts{EnvOK: 1, Comms: 2, Finalized: 1, MaxRanks: 4, MaskOK: 1, Windows: 1,
 			Own:     map[string]uint64{"AllReduce": 2},
 			Learner: map[string]uint64{"AllReduce": 1, "Send": 2, "Recv": 1, "ReduceScatter": 1, "other": 1}}
 		if !reflect.DeepEqual(got, want) {
@@ -118,6 +122,15 @@ func testNCCLWatch(t *testing.T, compile func(...string) error, flags []string, 
 		}
 		if got := counts(t, rec); got.MaskOK != 0 || got.Comms != 2 {
 			t.Errorf("a cleared mask: %+v", got)
+		}
+	})
+	t.Run("environment-changed", func(t *testing.T) {
+		rec, outp, code := run(t, "env", watch...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, outp)
+		}
+		if got := counts(t, rec); got.EnvOK != 0 || got.MaskOK != 1 {
+			t.Errorf("NCCL_PROFILER_PLUGIN changed: %+v", got)
 		}
 	})
 	t.Run("never-initialized", func(t *testing.T) {

@@ -100,6 +100,9 @@ int main(int argc, char **argv) {
   mgpu_nccl_own(0);
   event(kCollApi, "Bogus"); /* a name NCCL does not have: "other" */
   if (strcmp(mode, "blind") == 0) nccl_mask = 0;
+  if (strcmp(mode, "env") == 0) setenv("NCCL_PROFILER_PLUGIN", "none", 1);
+  if (strcmp(getenv("NVSHMEM_DISABLE_NCCL") ? getenv("NVSHMEM_DISABLE_NCCL") : "", "1") != 0)
+    printf("NVSHMEM_DISABLE_NCCL is not 1\n");
   prof->finalize(context);
   return mgpu_finish(&ctx);
 }

@@ -311,6 +311,87 @@ func (v *exerciseCheck) handsOver(rel []string) bool {
 	return false
 }
 
+// watchedNCCL are the NCCL calls NCCL's watch reports (docs/protocol.md §4), each with the name
+// NCCL's profiler gives it. The all-to-all family reaches the profiler as the Send and Recv
+// events it is made of and is not here.
+var watchedNCCL = []struct{ Symbol, Name string }{
+	{"ncclAllReduce", "AllReduce"},
+	{"ncclReduceScatter", "ReduceScatter"},
+	{"ncclAllGather", "AllGather"},
+	{"ncclReduce", "Reduce"},
+	{"ncclBroadcast", "Broadcast"},
+	{"ncclBcast", "Broadcast"},
+	{"ncclSend", "Send"},
+	{"ncclRecv", "Recv"},
+}
+
+// WatchedNCCL maps, for a forbid list, the NCCL profiler's name of every collective NCCL's watch
+// reports and the list forbids (by name or by pattern) to the function's name and the entry's
+// reason. Empty: the list puts nothing under the watch. (Whether the watch runs also depends on
+// the kind and the libraries: a cuda exercise that links NCCL.)
+func WatchedNCCL(forbid []Forbidden) map[string]Forbidden {
+	out := map[string]Forbidden{}
+	for _, w := range watchedNCCL {
+		if _, seen := out[w.Name]; seen {
+			continue
+		}
+		for _, f := range forbid {
+			ok := f.Symbol == w.Symbol
+			if !ok && strings.Contains(f.Symbol, "*") {
+				ok, _ = path.Match(f.Symbol, w.Symbol)
+			}
+			if ok {
+				out[w.Name] = Forbidden{Symbol: w.Symbol, Why: f.Why}
+				break
+			}
+		}
+	}
+	return out
+}
+
+var cStringRE = regexp.MustCompile(`"([^"\\]|\\.)*"`)
+
+// ownCalls finds, in the driver and its support files, calls of a collective the manifest
+// forbids and NCCL's watch reports that are not made through MGPU_NCCL_OWN: the watch would
+// count them as the learner's, and the solution would fail (docs/harness.md).
+func (v *exerciseCheck) ownCalls(files []string) {
+	var watched []string
+	for _, w := range watchedNCCL {
+		for _, f := range WatchedNCCL(v.e.Forbid) {
+			if f.Symbol == w.Symbol {
+				watched = append(watched, w.Symbol)
+			}
+		}
+	}
+	if len(watched) == 0 {
+		return
+	}
+	call := regexp.MustCompile(`\b(` + strings.Join(watched, "|") + `)\s*\(`)
+	for _, rel := range files {
+		b, err := fs.ReadFile(v.ld.fsys, path.Join(v.e.Dir, rel))
+		if err != nil {
+			continue
+		}
+		prev := ""
+		for i, line := range strings.Split(string(b), "\n") {
+			code := cStringRE.ReplaceAllString(line, `""`)
+			if c := strings.Index(code, "//"); c >= 0 {
+				code = code[:c]
+			}
+			t := strings.TrimSpace(code)
+			if strings.HasPrefix(t, "*") || strings.HasPrefix(t, "/*") {
+				continue
+			}
+			if m := call.FindStringSubmatch(code); m != nil && !strings.Contains(code, "MGPU_NCCL_OWN(") && !strings.HasSuffix(prev, "MGPU_NCCL_OWN(") {
+				v.ld.errs.add(path.Join(v.e.Dir, rel), i+1, "the driver calls %s, which the manifest forbids and NCCL's watch reports: make the call through MGPU_NCCL_OWN(...), or the watch counts it as the learner's (docs/harness.md)", m[1])
+			}
+			if t != "" {
+				prev = t
+			}
+		}
+	}
+}
+
 func (v *exerciseCheck) check() {
 	e, m := v.e, &v.e.Manifest
 	want := e.Module.ID + "/" + e.Name()
@@ -355,6 +436,9 @@ func (v *exerciseCheck) check() {
 		if !v.handsOver(append([]string{m.Driver}, m.Support...)) {
 			v.errAt(v.key("verifier"), "verifier: true, but neither the driver %s nor its support files ever hand an output over (mgpu_hand_over / h.hand_over): nothing would reach the verifier", path.Join(e.Dir, m.Driver))
 		}
+	}
+	if m.Kind == "cuda" && oneOf("nccl", m.Build.Libs) && m.Driver != "" && v.exists(m.Driver) {
+		v.ownCalls(append([]string{m.Driver}, m.Support...))
 	}
 	for i, s := range m.Support {
 		inShared := strings.HasPrefix(s, "../"+SharedDir+"/") && fs.ValidPath(strings.TrimPrefix(s, "../"))

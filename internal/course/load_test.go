@@ -194,6 +194,20 @@ func TestLoadErrors(t *testing.T) {
 		changes []change
 		want    []string
 	}{
+		{"driver's own NCCL calls outside MGPU_NCCL_OWN", []change{
+			edit(ring, "launcher: single\n", "launcher: single\nbuild:\n  libs: [nccl]\nforbid:\n  - symbol: \"ncclAll*\"\n    why: w\n  - symbol: ncclSend\n    why: w\n"),
+			add("exercises/module1-more/ring/driver.cu", "/* ncclAllReduce(x) in a comment */\n"+
+				"int main() {\n"+
+				"  MGPU_NCCL(ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s));\n"+
+				"  MGPU_NCCL_OWN(ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s));\n"+
+				"  MGPU_NCCL_OWN(\n      ncclSend(a, n, ncclFloat, 1, comm, s));\n"+
+				"  printf(\"ncclAllGather(%d)\\n\", 1); // ncclSend(a) in a comment\n"+
+				"  pncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s);\n"+
+				"  ncclAllGather (a, b, n, ncclFloat, comm, s);\n"+
+				"  ncclRecv(a, n, ncclFloat, 1, comm, s);\n"+
+				"}\n")},
+			[]string{"exercises/module1-more/ring/driver.cu:3: the driver calls ncclAllReduce, which the manifest forbids and NCCL's watch reports: make the call through MGPU_NCCL_OWN(...), or the watch counts it as the learner's (docs/harness.md)",
+				"exercises/module1-more/ring/driver.cu:9: the driver calls ncclAllGather, which the manifest forbids and NCCL's watch reports: make the call through MGPU_NCCL_OWN(...), or the watch counts it as the learner's (docs/harness.md)"}},
 		{"unknown key", []change{edit(hello, "kind: c\n", "kind: c\ncolour: red\n")},
 			[]string{hello + `:5: unknown key "colour"`}},
 		{"unknown nested key", []change{edit(hello, "  ranks: 2\n", "  ranks: 2\n  rank: 3\n")},

@@ -432,12 +432,12 @@ static void baseline_iteration(nccl_state *a, cudaStream_t s) {
   float *in = a->buf[a->iter & 1], *out = a->buf[(a->iter + 1) & 1];
   MGPU_NCCL(ncclGroupStart());
   if (l->up >= 0) {
-    MGPU_NCCL(ncclSend(in + nx, nx, ncclFloat, l->up, a->comm, s));
-    MGPU_NCCL(ncclRecv(in, nx, ncclFloat, l->up, a->comm, s));
+    MGPU_NCCL_OWN(ncclSend(in + nx, nx, ncclFloat, l->up, a->comm, s));
+    MGPU_NCCL_OWN(ncclRecv(in, nx, ncclFloat, l->up, a->comm, s));
   }
   if (l->down >= 0) {
-    MGPU_NCCL(ncclSend(in + (size_t)l->rows * nx, nx, ncclFloat, l->down, a->comm, s));
-    MGPU_NCCL(ncclRecv(in + (size_t)(l->rows + 1) * nx, nx, ncclFloat, l->down, a->comm, s));
+    MGPU_NCCL_OWN(ncclSend(in + (size_t)l->rows * nx, nx, ncclFloat, l->down, a->comm, s));
+    MGPU_NCCL_OWN(ncclRecv(in + (size_t)(l->rows + 1) * nx, nx, ncclFloat, l->down, a->comm, s));
   }
   MGPU_NCCL(ncclGroupEnd());
   jac_stencil(in, out, l->nx, l->rows, s);

@@ -632,12 +632,12 @@ static void op_baseline(void *arg, int iter, cudaStream_t s) {
   launch_stencil(in, out, l->nx, 1, l->rows, s);
   MGPU_NCCL(ncclGroupStart());
   if (l->top >= 0) {
-    MGPU_NCCL(ncclSend(out + nx, nx, ncclFloat, l->top, a->comm, s));
-    MGPU_NCCL(ncclRecv(out, nx, ncclFloat, l->top, a->comm, s));
+    MGPU_NCCL_OWN(ncclSend(out + nx, nx, ncclFloat, l->top, a->comm, s));
+    MGPU_NCCL_OWN(ncclRecv(out, nx, ncclFloat, l->top, a->comm, s));
   }
   if (l->bottom >= 0) {
-    MGPU_NCCL(ncclSend(out + (size_t)l->rows * nx, nx, ncclFloat, l->bottom, a->comm, s));
-    MGPU_NCCL(ncclRecv(out + (size_t)(l->rows + 1) * nx, nx, ncclFloat, l->bottom, a->comm, s));
+    MGPU_NCCL_OWN(ncclSend(out + (size_t)l->rows * nx, nx, ncclFloat, l->bottom, a->comm, s));
+    MGPU_NCCL_OWN(ncclRecv(out + (size_t)(l->rows + 1) * nx, nx, ncclFloat, l->bottom, a->comm, s));
   }
   MGPU_NCCL(ncclGroupEnd());
   a->iter++;

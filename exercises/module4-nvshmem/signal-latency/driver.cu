@@ -344,12 +344,12 @@ static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   for (int r = 0; r < t->rounds; r++) {
     uint8_t *in = (uint8_t *)t->nccl_received.ptr + (size_t)r * t->bytes;
     if (t->initiator) {
-      MGPU_NCCL(ncclSend((const uint8_t *)t->keys.ptr + (size_t)r * t->bytes, t->bytes, ncclUint8,
+      MGPU_NCCL_OWN(ncclSend((const uint8_t *)t->keys.ptr + (size_t)r * t->bytes, t->bytes, ncclUint8,
                          t->partner, t->comm, stream));
-      MGPU_NCCL(ncclRecv(in, t->bytes, ncclUint8, t->partner, t->comm, stream));
+      MGPU_NCCL_OWN(ncclRecv(in, t->bytes, ncclUint8, t->partner, t->comm, stream));
     } else {
-      MGPU_NCCL(ncclRecv(in, t->bytes, ncclUint8, t->partner, t->comm, stream));
-      MGPU_NCCL(ncclSend(in, t->bytes, ncclUint8, t->partner, t->comm, stream));
+      MGPU_NCCL_OWN(ncclRecv(in, t->bytes, ncclUint8, t->partner, t->comm, stream));
+      MGPU_NCCL_OWN(ncclSend(in, t->bytes, ncclUint8, t->partner, t->comm, stream));
     }
   }
 }

@@ -932,7 +932,7 @@ static void op_yours(void *arg, int iter, cudaStream_t stream) {
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   ar_perf *p = (ar_perf *)arg;
   (void)iter;
-  MGPU_NCCL(ncclAllReduce(p->in, p->out, (size_t)p->n, ncclFloat, ncclSum, p->comm, stream));
+  MGPU_NCCL_OWN(ncclAllReduce(p->in, p->out, (size_t)p->n, ncclFloat, ncclSum, p->comm, stream));
 }
 
 /* NCCL refuses two ranks on one GPU: timing needs a GPU per rank. */
