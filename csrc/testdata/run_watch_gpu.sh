@@ -33,4 +33,11 @@ for ((r = 0; r < WORLD; r++)); do
   echo "--- rank $r: done record"; tail -1 "$RUN/rank-$r.jsonl"; echo
 done
 echo "watch_gpu exit: $rc"
+if [ -n "${WATCH_REPS:-}" ]; then
+  # What the plugin costs a call: the same exchanges without the watch, then with it, twice.
+  for k in 1 2; do
+    echo "--- timing $k, no watch"; env -u MGPU_NCCL_WATCH -u NCCL_PROFILER_PLUGIN MGPU_RUN_DIR="$RUN/t$k-off" MGPU_RDZV_DIR="$RUN/t$k-off/rdzv" MGPU_RANK=0 MGPU_LOCAL_RANK=0 MGPU_WORLD_SIZE=1 MGPU_LOCAL_WORLD_SIZE=1 NCCL_DEBUG=WARN "$B/watch_gpu" | grep "per self"
+    echo "--- timing $k, watch";    env MGPU_RUN_DIR="$RUN/t$k-on" MGPU_RDZV_DIR="$RUN/t$k-on/rdzv" MGPU_RANK=0 MGPU_LOCAL_RANK=0 MGPU_WORLD_SIZE=1 MGPU_LOCAL_WORLD_SIZE=1 NCCL_DEBUG=WARN "$B/watch_gpu" | grep "per self"
+  done
+fi
 exit $rc

@@ -9,6 +9,8 @@
 //   ncclAllReduce outside any window                         learner AllReduce 1 (0 on one rank)
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -57,6 +59,20 @@ int main(int argc, char **argv) {
   MGPU_NCCL_OWN(ncclAllReduce(a, b, N, ncclFloat, ncclSum, comm, stream));
   MGPU_NCCL(ncclAllReduce(a, b, N, ncclFloat, ncclSum, comm, stream));
   MGPU_CUDA(cudaStreamSynchronize(stream));
+  /* WATCH_REPS=N: the time of N self exchanges (a group of one ncclSend and one ncclRecv,
+   * 4 KiB), the stream synchronized at the end, printed per exchange: run_watch_gpu.sh runs it
+   * with the watch and without, to show what the plugin costs a call. */
+  const char *reps_s = getenv("WATCH_REPS");
+  long reps = reps_s ? atol(reps_s) : 0;
+  for (int round = 0; reps > 0 && round < 5; round++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < reps; i++) self_exchange();
+    MGPU_CUDA(cudaStreamSynchronize(stream));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("rank %d round %d: %.3f us per self exchange (%ld)\n", me, round,
+           ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / reps, reps);
+  }
   MGPU_NCCL(ncclCommDestroy(comm)); /* the counts outlive the communicator */
   return mgpu_finish(&ctx);
 }
