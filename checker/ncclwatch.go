@@ -148,6 +148,9 @@ func (k *check) checkWatch(rr *runResult, watch string) bool {
 		case w.MaxRanks > 1 && w.Windows > 0 && own == 0:
 			blind = fmt.Sprintf("the driver made %d call(s) of its own on a communicator of %d ranks and NCCL reported none of them", w.Windows, w.MaxRanks)
 		}
+		if blind == "" && r == 0 && len(w.Learner) > 0 {
+			k.rep.Notes = append(k.rep.Notes, "NCCL's record of the calls your code made on rank 0 (the driver's own not counted): "+callList(w.Learner))
+		}
 		if blind != "" {
 			k.rep.Policy = append(k.rep.Policy, Violation{Rule: ruleHarness, Symbol: "NCCL watch", Found: "NCCL watch", Why: blind})
 			k.fail(StagePolicy, FaultYou, fmt.Sprintf("NCCL's watch went blind on rank %d", r),
@@ -180,4 +183,24 @@ func (k *check) watchViolation(rank int, calls []string, why string) bool {
 	b.WriteString("Your code (" + strings.Join(files, ", ") + ") never names it, so it reached the function another way. NCCL counts its calls itself (docs/protocol.md §4, NCCL's watch): build the result from the calls the task allows.\n")
 	k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s, reported by NCCL", strings.Join(calls, ", ")), b.String())
 	return false
+}
+
+// callList says counts by NCCL's names as API calls, most first: "2400 ncclSend, 2400 ncclRecv".
+func callList(counts map[string]uint64) string {
+	type kv struct {
+		name string
+		n    uint64
+	}
+	var l []kv
+	for name, n := range counts {
+		if n > 0 {
+			l = append(l, kv{course.NCCLFunction(name), n})
+		}
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].n > l[j].n || (l[i].n == l[j].n && l[i].name < l[j].name) })
+	parts := make([]string, len(l))
+	for i, e := range l {
+		parts[i] = fmt.Sprintf("%d %s", e.n, e.name)
+	}
+	return strings.Join(parts, ", ")
 }

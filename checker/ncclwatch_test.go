@@ -101,6 +101,12 @@ func TestCheckWatch(t *testing.T) {
 					t.Errorf("the message does not name the learner's file:\n%s", k.rep.Message)
 				}
 			}
+			if tc.name == "clean" {
+				want := "NCCL's record of the calls your code made on rank 0 (the driver's own not counted): 8 ncclRecv, 8 ncclSend"
+				if len(k.rep.Notes) != 1 || k.rep.Notes[0] != want {
+					t.Errorf("notes %q, want %q", k.rep.Notes, want)
+				}
+			}
 			if k.checkWatch(rr, "") != true {
 				t.Error("with the watch off nothing is judged")
 			}

@@ -325,6 +325,21 @@ var watchedNCCL = []struct{ Symbol, Name string }{
 	{"ncclRecv", "Recv"},
 }
 
+// NCCLFunction is the API function behind a name NCCL's profiler reports ("AllReduce" is
+// ncclAllReduce); names it does not know come back as they are.
+func NCCLFunction(name string) string {
+	switch name {
+	case "AlltoAll", "Gather", "Scatter":
+		return "nccl" + name
+	}
+	for _, w := range watchedNCCL {
+		if w.Name == name {
+			return w.Symbol
+		}
+	}
+	return name
+}
+
 // WatchedNCCL maps, for a forbid list, the NCCL profiler's name of every collective NCCL's watch
 // reports and the list forbids (by name or by pattern) to the function's name and the entry's
 // reason. Empty: the list puts nothing under the watch. (Whether the watch runs also depends on
