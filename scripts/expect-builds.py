@@ -48,7 +48,10 @@ def variant_entries(text):
         if msg:
             words = [w.strip().strip("\"'") for w in re.findall(r"\"[^\"]*\"|'[^']*'|[^,]+", msg.group(1))]
             words = [w for w in words if w]
-        out.append((name.group(1), expect.group(1) if expect else "", words))
+        exp = expect.group(1) if expect else ""
+        if exp == "policy" and re.search(r"\bcaught_at_run:\s*true\b", entry):
+            exp = "policy-at-run"  # found while the program runs: the build must pass policy
+        out.append((name.group(1), exp, words))
     return out
 
 

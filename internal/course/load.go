@@ -728,6 +728,9 @@ func (v *exerciseCheck) checkVariants() {
 		}
 		declared[vr.Name] = true
 		v.checkStage(v.at("variants", i, "expect"), "variant "+strconv.Quote(vr.Name)+" expect", vr.Expect)
+		if vr.CaughtAtRun && vr.Expect != "policy" {
+			v.errAt(v.at("variants", i, "caught_at_run"), "variant %q: caught_at_run is for a policy failure found while the program runs; its expect is %q", vr.Name, vr.Expect)
+		}
 		dir := path.Join(e.Dir, "variants", vr.Name)
 		files := filesUnder(v.ld.fsys, dir)
 		if len(files) == 0 {

@@ -143,6 +143,9 @@ type Variant struct {
 	// MinRanks: the variant's expectation holds only when the run has at least this many
 	// ranks (a mistake invisible on two ranks); verification skips it on smaller runs.
 	MinRanks int `yaml:"min_ranks"`
+	// CaughtAtRun: an expected policy failure that only shows when the program runs (NCCL's
+	// watch, the harness's run-time checks); a build without a run must pass the policy stage.
+	CaughtAtRun bool `yaml:"caught_at_run"`
 }
 
 // Duration is a time.Duration written as "90s" in YAML.
