@@ -189,9 +189,13 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 			mk            func(dir string) (checker.Target, error)
 		}
 		jobs := []job{{label: "solution", expect: "pass", mk: func(dir string) (checker.Target, error) { return checker.SolutionTarget(e, dir) }}}
-		jobs = append(jobs, job{label: "starter", expect: e.Starter.FailsAt, hangs: e.Starter.Hangs,
-			mk: func(dir string) (checker.Target, error) { return starterTarget(e, dir) }})
 		ck.Perf = a.perfFor(ctx, e, !o.NoPerf)
+		if why := perfSkip(e.Starter.FailsAt, false, ck.Perf, o.NoPerf); why != "" {
+			fmt.Fprintf(a.Err, "skip  %s starter: %s\n", e.ID, why)
+		} else {
+			jobs = append(jobs, job{label: "starter", expect: e.Starter.FailsAt, hangs: e.Starter.Hangs,
+				mk: func(dir string) (checker.Target, error) { return starterTarget(e, dir) }})
+		}
 		for _, v := range e.Variants {
 			if v.GPU && !gpus {
 				fmt.Fprintf(a.Err, "skip  %s variant %s: its bug shows on GPUs only, and this machine has none\n", e.ID, v.Name)
@@ -201,7 +205,7 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 				fmt.Fprintf(a.Err, "skip  %s variant %s: needs %d ranks, this run has %d\n", e.ID, v.Name, v.MinRanks, ranksFor(e, o.Ranks, len(facts.GPUs)))
 				continue
 			}
-			if why := perfSkip(v.Expect, ck.Perf, o.NoPerf); why != "" {
+			if why := perfSkip(v.Expect, v.Timed, ck.Perf, o.NoPerf); why != "" {
 				fmt.Fprintf(a.Err, "skip  %s variant %s: %s\n", e.ID, v.Name, why)
 				continue
 			}
@@ -344,15 +348,20 @@ func ranksFor(e *course.Exercise, override, gpus int) int {
 	return 2
 }
 
-// perfSkip says why a variant that must fail at the performance stage is not run: with the
-// stage off it can only pass (it is correct by design), which would read as a failure of the
-// course. "" when it runs.
-func perfSkip(expect string, perf, noPerf bool) string {
-	if expect != "performance" || perf {
+// perfSkip says why a starter or variant that must fail at the performance stage, or whose
+// mistake only the check after timing finds (timed), is not run: with the stage off it can only
+// pass (it is correct by design, or the driver does not time), which would read as a failure of
+// the course. "" when it runs.
+func perfSkip(expect string, timed, perf, noPerf bool) string {
+	if perf || expect != "performance" && !timed {
 		return ""
 	}
-	if noPerf {
-		return "it fails at the performance stage, which --no-perf turns off"
+	what := "it fails at the performance stage"
+	if expect != "performance" {
+		what = "its mistake shows only when the driver times it"
 	}
-	return "it fails at the performance stage, which is not judged on this machine (no GPU)"
+	if noPerf {
+		return what + ", which --no-perf turns off"
+	}
+	return what + ", which is not judged on this machine (no GPU)"
 }

@@ -731,6 +731,9 @@ func (v *exerciseCheck) checkVariants() {
 		if vr.CaughtAtRun && vr.Expect != "policy" {
 			v.errAt(v.at("variants", i, "caught_at_run"), "variant %q: caught_at_run is for a policy failure found while the program runs; its expect is %q", vr.Name, vr.Expect)
 		}
+		if vr.Timed && vr.Expect == "pass" {
+			v.errAt(v.at("variants", i, "timed"), "variant %q: timed marks a mistake the check after timing finds; a variant expected to pass has none", vr.Name)
+		}
 		dir := path.Join(e.Dir, "variants", vr.Name)
 		files := filesUnder(v.ld.fsys, dir)
 		if len(files) == 0 {

@@ -210,6 +210,8 @@ func TestLoadErrors(t *testing.T) {
 				"exercises/module1-more/ring/driver.cu:9: the driver calls ncclAllGather, which the manifest forbids and NCCL's watch reports: make the call through MGPU_NCCL_OWN(...), or the watch counts it as the learner's (docs/harness.md)"}},
 		{"caught_at_run on a failure that is not policy", []change{edit(hello, "    message: [mismatch]\n", "    message: [mismatch]\n    caught_at_run: true\n")},
 			[]string{hello + `:32: variant "off-by-one": caught_at_run is for a policy failure found while the program runs; its expect is "correctness"`}},
+		{"timed on a variant expected to pass", []change{edit(hello, "    expect: correctness\n    message: [mismatch]\n", "    expect: pass\n    timed: true\n")},
+			[]string{hello + `:31: variant "off-by-one": timed marks a mistake the check after timing finds; a variant expected to pass has none`}},
 		{"unknown key", []change{edit(hello, "kind: c\n", "kind: c\ncolour: red\n")},
 			[]string{hello + `:5: unknown key "colour"`}},
 		{"unknown nested key", []change{edit(hello, "  ranks: 2\n", "  ranks: 2\n  rank: 3\n")},

@@ -146,6 +146,10 @@ type Variant struct {
 	// CaughtAtRun: an expected policy failure that only shows when the program runs (NCCL's
 	// watch, the harness's run-time checks); a build without a run must pass the policy stage.
 	CaughtAtRun bool `yaml:"caught_at_run"`
+	// Timed: the mistake shows only when the driver times the code (the check after timing,
+	// new data in buffers the timed calls used); verification skips the variant where the
+	// performance stage is off, since the variant can only pass there.
+	Timed bool `yaml:"timed"`
 }
 
 // Duration is a time.Duration written as "90s" in YAML.
