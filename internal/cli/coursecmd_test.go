@@ -9,7 +9,7 @@ func TestPerfSkip(t *testing.T) {
 	cases := []struct {
 		expect              string
 		timed, perf, noPerf bool
-		want         string // a word of the reason, or "" for "runs"
+		want                string // a word of the reason, or "" for "runs"
 	}{
 		{"performance", false, true, false, ""},
 		{"performance", false, false, true, "--no-perf"},
