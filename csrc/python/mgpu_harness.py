@@ -564,6 +564,7 @@ class _Interceptor:
         # forbidden name): policed by a dispatch mode (_police_mode_class), not replaced.
         self.policed_ops = {}
         self.counters = []    # list of (set of names, list of Call)
+        self.late = set()     # collective methods no learner code may call outside forbid()
         self.depth = 0        # forbid() nesting
         self.lock = threading.Lock()
         self.scanned_torch = False
@@ -646,8 +647,18 @@ class _Interceptor:
         self.scanned_torch = True
 
     def on_call(self, dotted, root, args, kwargs):
-        if self.depth > 0 and dotted in self.policed:
-            self.h._violation(root, dotted)
+        # Inside forbid() every call is the learner's. Outside it, a call is the learner's
+        # when learner code is on the stack: learner code can run after the driver's call has
+        # returned (a method the learner's code put on the driver's tensor as an instance
+        # attribute, a callback it registered), and what it calls then is its own. Such code
+        # may not communicate at all: the driver's censuses and checks of the call are over.
+        if self.depth > 0:
+            if dotted in self.policed:
+                self.h._violation(root, dotted)
+        elif (dotted in self.policed or dotted in self.late) and self.h._learner_on_stack():
+            if dotted in self.policed:
+                self.h._violation(root, dotted)
+            self.h._late_call(dotted)
         if self.counters:
             with self.lock:
                 for names, calls in self.counters:
@@ -1235,6 +1246,7 @@ class Harness:
         self.forbidden = forbid
         for name in forbid:
             self._police(name)
+        self._watch_late()
         self._guard = _Guard(self)
         self._audit = _Audit(self)
 
@@ -1381,7 +1393,12 @@ class Harness:
         if spec is not None and spec.origin:
             self._learner_paths.update({spec.origin, os.path.abspath(spec.origin)})
             self._resolve_chains(spec.origin)
-        mod = importlib.import_module(name)
+        # Its top-level code runs as a call of the driver's: policed, and free to communicate.
+        self._icpt.depth += 1
+        try:
+            mod = importlib.import_module(name)
+        finally:
+            self._icpt.depth -= 1
         self._learner_modules.append(mod)
         f = getattr(mod, "__file__", None)
         if f:
@@ -1440,6 +1457,15 @@ class Harness:
         return (filename in self._learner_files or os.path.abspath(filename) in self._learner_files
                 or os.path.basename(filename) in self._learner_files)
 
+    def _learner_on_stack(self):
+        """Whether a frame of the learner's files is on this thread's stack."""
+        f = sys._getframe(1)
+        while f is not None:
+            if self._is_learner_file(f.f_code.co_filename):
+                return True
+            f = f.f_back
+        return False
+
     def _learner_site(self, frames):
         """(file, line) of the innermost learner frame among frames (outermost first)."""
         for fname, lineno in reversed(frames):
@@ -1462,6 +1488,34 @@ class Harness:
                 self._icpt.policed.add(eq)
         if not ok:
             self.note(f"forbid: {name} does not exist in this torch; nothing to police")
+
+    def _watch_late(self):
+        """Wraps every collective method of a process group and of its backend object (where
+        every torch.distributed function ends, whatever route a Python caller takes), so that
+        one started by learner code the driver is not calling is refused (_late_call)."""
+        if not dist.is_available():
+            return
+        for owner in ("ProcessGroup", "Backend"):
+            for m in _COLLECTIVE_METHODS:
+                if self._icpt.install(f"{owner}.{m}"):
+                    self._icpt.late.add(f"{owner}.{m}")
+
+    def _late_call(self, dotted):
+        """A collective started by learner code while no call of the driver's to the learner's
+        code was running: code that ran after its call returned (a method put on a driver's
+        object, a callback), past the censuses and checks of the call."""
+        stack = [(f.filename, f.lineno) for f in traceback.extract_stack()]
+        site = self._learner_site(stack) or ("", 0)
+        what = dotted.split(".", 1)[1] if "." in dotted else dotted
+        msg = (f"your code started a collective ({what}) while the driver was not calling it"
+               + (f" (at {site[0]}:{site[1]})" if site[0] else "")
+               + ": it ran after the driver's call to your function had returned (a method put "
+               "on one of the driver's objects, a callback), where the check of that call "
+               "cannot see it. Do all of the work inside the function the driver calls")
+        if not self._violated:
+            self._violated = True
+            self._error("policy", "late call", msg, site[0], site[1], 0)
+        raise PolicyViolation(msg)
 
     @contextlib.contextmanager
     def forbid(self, names=None, ops=True):
