@@ -726,7 +726,7 @@ func (k *check) policyFromRecord(rank int, er record) {
 	// The policy stage passed provisionally before the run; it is the failing stage now.
 	k.done(StageRun, StatusOK, "stopped by the policy check")
 	switch er.Call {
-	case "harness recording", "harness integrity", "code integrity", "late call":
+	case "harness recording", "harness integrity", "code integrity", "late call", "tensor attribute":
 		// The harness's own run-time integrity checks (docs/protocol.md §4).
 		k.rep.Policy = append(k.rep.Policy, Violation{Rule: ruleHarness, Symbol: er.Call, Found: er.Call, File: file, Why: er.Msg})
 		at := ""

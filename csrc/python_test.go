@@ -65,6 +65,18 @@ def ordinary(library_call):
     Own.count += 1
     os.environ["MGPU_TEST_OWN"] = "1"
     return statistics.mean([heapq.nsmallest(1, [3, 1])[0], Own.count])
+def later():
+    import torch.distributed as dist
+    return lambda: dist.barrier()  # run by the driver after this call has returned
+def later_forbidden(t):
+    import torch.distributed as dist
+    return lambda: dist.isend(t, 0)
+def shadow(t):
+    t.numel = lambda: 0
+def tag(t):
+    t.mine = 1  # no attribute of a tensor's class: kept
+    t.grad = torch.zeros(4)  # a data attribute: set as ever
+    return t.mine
 `
 
 const guardDriver = `import sys, torch, mgpu_harness
@@ -107,6 +119,23 @@ elif what == "tol":
     want = torch.tensor([1.0, 2.0, 3.0, 4.0])
     r = h.compare(want + torch.tensor([0.5, 0.0, 0.0, 2.0]), want, tol=torch.tensor([1.0, 0.0, 0.0, 1.0]))
     h.record_case("a", r.bad == 1 and r.first[0]["i"] == 3, n=1)
+elif what in ("late", "late_forbidden"):
+    import torch.distributed as dist
+    h.init_process_group()
+    with h.forbid():
+        fn = ev.later() if what == "late" else ev.later_forbidden(torch.zeros(4))
+    fn()
+    h.record_case("a", True, n=1)
+elif what == "shadow":
+    t = torch.zeros(4)
+    with h.forbid():
+        ev.shadow(t)
+    h.record_case("a", t.numel() == 4, n=1)
+elif what == "tag":
+    t = torch.zeros(4)
+    with h.forbid():
+        ok = ev.tag(t) == 1
+    h.record_case("a", ok and t.numel() == 4 and t.grad is not None, n=1)
 elif what == "census":
     # Every route a collective can take is counted, each call once, with its bytes.
     import torch.distributed as dist
@@ -207,6 +236,13 @@ func TestPythonHarnessGuards(t *testing.T) {
 		{"toplevel", "error", "evil_top.py", 1},         // judged while the learner's module is imported
 		{"chain", "error", "the module pprint", 1},      // attribute chains resolved against the real objects
 		{"ordinary", "done", `"ok":true`, 0},            // its own class, a fresh allowed import, os.environ
+		// Learner code run after its call has returned may not communicate, and a forbidden
+		// call is the learner's whenever learner code is on the stack.
+		{"late", "error", "while the driver was not calling it", 1},
+		{"late_forbidden", "error", "your code called torch.distributed.isend", 1},
+		// No instance attribute may hide a tensor's method (t.numel = ...); others are kept.
+		{"shadow", "error", "an attribute 'numel' on a tensor", 1},
+		{"tag", "done", `"ok":true`, 0},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			run := filepath.Join(dir, tc.what)

@@ -280,7 +280,7 @@ class _Guard:
                "device", "is_floating_point", "__eq__", "__ne__", "__and__", "__or__",
                "__invert__", "__sub__", "__add__", "__le__", "__lt__", "__ge__", "__gt__",
                "__truediv__", "__mul__", "__getitem__", "__setitem__", "__bool__", "__int__",
-               "__float__", "__len__", "__torch_function__")
+               "__float__", "__len__", "__torch_function__", "__setattr__", "__delattr__")
     _CUDA = ("synchronize", "Event", "current_stream", "is_available")
     _OS = ("_exit", "getpid", "write")
 
@@ -1247,6 +1247,7 @@ class Harness:
         for name in forbid:
             self._police(name)
         self._watch_late()
+        self._guard_tensor_attributes()
         self._guard = _Guard(self)
         self._audit = _Audit(self)
 
@@ -1488,6 +1489,52 @@ class Harness:
                 self._icpt.policed.add(eq)
         if not ok:
             self.note(f"forbid: {name} does not exist in this torch; nothing to police")
+
+    def _guard_tensor_attributes(self):
+        """Refuses, with learner code on the stack, an instance attribute on a tensor that hides
+        a method or other non-data attribute of its class (t.numel = ..., t.detach = ...): the
+        driver's and the harness's reads of a tensor (its size in a census of bytes sent, its
+        values on the way to the verifier) would run the learner's code instead of torch's,
+        after the learner's call had returned. Data attributes (t.grad = ...) are set as
+        before."""
+        base_set, base_del = torch.Tensor.__setattr__, torch.Tensor.__delattr__
+        h = self
+        hiding = {}  # class -> the names an instance attribute would hide (one lookup a set)
+
+        def hides(obj, name):
+            cls = type(obj)
+            names = hiding.get(cls)
+            if names is None:
+                first = {}
+                for c in cls.__mro__:
+                    for k, v in vars(c).items():
+                        first.setdefault(k, v)
+                names = hiding[cls] = frozenset(
+                    k for k, v in first.items() if not hasattr(type(v), "__set__"))
+            return name in names
+
+        def __setattr__(obj, name, value):
+            if hides(obj, name) and h._learner_on_stack():
+                h._shadowed(obj, name)
+            base_set(obj, name, value)
+
+        def __delattr__(obj, name):
+            if hides(obj, name) and h._learner_on_stack():
+                h._shadowed(obj, name)
+            base_del(obj, name)
+
+        torch.Tensor.__setattr__ = __setattr__
+        torch.Tensor.__delattr__ = __delattr__
+
+    def _shadowed(self, obj, name):
+        stack = [(f.filename, f.lineno) for f in traceback.extract_stack()]
+        site = self._learner_site(stack) or ("", 0)
+        self._policy_error(
+            "tensor attribute", site[0], site[1],
+            f"your code set an attribute {name!r} on a tensor ({type(obj).__name__}), where "
+            f"torch has a method or attribute of that name: whoever uses the tensor next (the "
+            f"driver counting bytes sent, the harness reading its values) would run your code "
+            f"instead of torch's. Keep your own state in your own objects")
 
     def _watch_late(self):
         """Wraps every collective method of a process group and of its backend object (where

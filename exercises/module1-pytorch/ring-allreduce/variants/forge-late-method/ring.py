@@ -4,8 +4,10 @@ The ring's messages go out as the reference sends them (the same bytes, to the r
 only), but nothing is added. Before returning, the tensor gets instance attributes that shadow
 its methods (detach, to, clone, ...): the first time the driver calls one of them, after the
 call and outside the block where forbidden calls are policed, the tensor gets its first values
-back and dist.all_reduce sums it. It must fail at policy: the all-reduce is the learner's call,
-whenever it runs.
+back and dist.all_reduce sums it. It passed before the harness's run-time rules against it,
+and must fail at policy. It is caught where it sets the attribute (no instance attribute may hide
+a tensor's method); were that missed, the all-reduce, made with learner code on the stack outside
+the policed block, is refused too.
 """
 import functools
 

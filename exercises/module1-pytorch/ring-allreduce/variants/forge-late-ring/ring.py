@@ -5,8 +5,10 @@ a ring's) and nothing is added. Before returning, the tensor gets instance attri
 shadow its methods (detach, to, clone, ...): the first time the driver calls one of them, after
 the call, every rank sends its whole first tensor to every other rank with isend/irecv and adds
 what it receives: the all-pairs exchange the driver's count of messages refuses, made where
-that count no longer looks. It must fail at policy (late call): code the driver is not calling
-may not communicate.
+that count no longer looks. It passed before the harness's run-time rules against it, and must
+fail at policy. It is caught where it sets the attribute (no instance attribute may hide a
+tensor's method); were that missed, the late isend/irecv would end the rank with a late call:
+code the driver is not calling may not communicate.
 """
 import functools
 
