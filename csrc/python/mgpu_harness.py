@@ -565,6 +565,7 @@ class _Interceptor:
         self.policed_ops = {}
         self.counters = []    # list of (set of names, list of Call)
         self.late = set()     # collective methods no learner code may call outside forbid()
+        self.own = threading.local()  # .n > 0: this thread is in one of the driver's own calls
         self.depth = 0        # forbid() nesting
         self.lock = threading.Lock()
         self.scanned_torch = False
@@ -652,7 +653,11 @@ class _Interceptor:
         # returned (a method the learner's code put on the driver's tensor as an instance
         # attribute, a callback it registered), and what it calls then is its own. Such code
         # may not communicate at all: the driver's censuses and checks of the call are over.
-        if self.depth > 0:
+        # The driver's own calls (through h.real) are neither: no stack is walked in its timed
+        # baselines.
+        if getattr(self.own, "n", 0):
+            pass
+        elif self.depth > 0:
             if dotted in self.policed:
                 self.h._violation(root, dotted)
         elif (dotted in self.policed or dotted in self.late) and self.h._learner_on_stack():
@@ -1181,6 +1186,7 @@ class Harness:
         self._learner_modules = []
         self._learner_names = set()
         self._learner_paths = set()  # the imported learner files' code paths, exactly
+        self._frame_globals = {}  # id(a module's globals) -> (globals, its code is the learner's)
         self._decoy = None
         self.split = False     # outputs checked by a verifier process (docs/protocol.md §4)
         self.verifier = False  # this process is a rank's verifier
@@ -1459,13 +1465,30 @@ class Harness:
                 or os.path.basename(filename) in self._learner_files)
 
     def _learner_on_stack(self):
-        """Whether a frame of the learner's files is on this thread's stack."""
-        f = sys._getframe(1)
-        while f is not None:
-            if self._is_learner_file(f.f_code.co_filename):
-                return True
-            f = f.f_back
-        return False
+        """Whether a frame of the learner's files is on this thread's stack. Every frame of one
+        module shares its globals, and no learner code can run with another's (no exec, no
+        FunctionType), so a module's verdict is made once, from its code's file name, and kept
+        by its globals. The harness's own frame reads are not judged by its audit hook."""
+        audit = getattr(self, "_audit", None)
+        busy = audit._busy if audit is not None else None
+        was = getattr(busy, "on", False) if busy is not None else False
+        if busy is not None:
+            busy.on = True
+        try:
+            seen = self._frame_globals
+            f = sys._getframe(1)
+            while f is not None:
+                g = f.f_globals
+                hit = seen.get(id(g))
+                if hit is None or hit[0] is not g:
+                    hit = seen[id(g)] = (g, self._is_learner_file(f.f_code.co_filename))
+                if hit[1]:
+                    return True
+                f = f.f_back
+            return False
+        finally:
+            if busy is not None:
+                busy.on = was
 
     def _learner_site(self, frames):
         """(file, line) of the innermost learner frame among frames (outermost first)."""
@@ -1670,8 +1693,22 @@ class Harness:
                 self._icpt.counters.remove(entry)
 
     def real(self, dotted):
-        """The original (unwrapped) function, for the harness's and drivers' own use."""
-        return self._icpt.original(dotted)
+        """The original (unwrapped) function, for the harness's and drivers' own use. Called
+        through the function returned, it is one of the driver's own calls: the collective
+        methods it reaches are not policed and walk no stack (its timed baselines pay nothing
+        for the learner's policing)."""
+        orig = self._icpt.original(dotted)
+        if orig is None or not callable(orig):
+            return orig
+        own = self._icpt.own
+
+        def driver_call(*args, **kwargs):
+            own.n = getattr(own, "n", 0) + 1
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                own.n -= 1
+        return driver_call
 
     # ---- uncaught exceptions ------------------------------------------------------------
 
