@@ -350,6 +350,9 @@ from functools import wraps
 store = next(dist.rendezvous("tcp://127.0.0.1:1?rank=0&world_size=1"))
 match 3:
     case int(n) if n > 2: pass
+torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)
+from torch.nn.modules.module import register_module_full_backward_hook
+with torch.autograd.graph.saved_tensors_hooks(abs, abs): pass
 `
 	honest := `import os
 import torch
@@ -374,6 +377,9 @@ def numel(shape):
 def flat(ts, out):
     torch._foreach_copy_(out, ts)
     return statistics.mean([1, 2]), type(out)
+def hooks(model, t):
+    model.register_forward_hook(lambda m, i, o: o)
+    return t.register_hook(lambda g: g)
 `
 	ep, hp := filepath.Join(dir, "evil.py"), filepath.Join(dir, "honest.py")
 	os.WriteFile(ep, []byte(evil), 0o644)
@@ -418,7 +424,9 @@ def flat(ts, out):
 		"41 torch.autograd.profiler", "42 from torch import profiler", "43 torch.distributed.TCPStore",
 		"44 from torch.distributed import FileStore", "45 import torch.distributed.rpc",
 		"46 import torch.distributed._symmetric_memory", "48 .update_wrapper", "49 .make_dataclass",
-		"51 case C(<positional pattern>)", "52 from functools import wraps", "53 torch.distributed.rendezvous"} {
+		"51 case C(<positional pattern>)", "52 from functools import wraps", "53 torch.distributed.rendezvous",
+		"56 torch.nn.modules.module.register_module_forward_hook", "57 from torch.nn.modules.module import register_module_full_backward_hook",
+		"58 torch.autograd.graph.saved_tensors_hooks"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no finding %q in:\n%s", want, got)
 		}

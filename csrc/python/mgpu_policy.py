@@ -93,6 +93,20 @@ SIDE_CHANNELS = {"TCPStore", "FileStore", "HashStore", "PrefixStore", "Store", "
                  # through next(dist.rendezvous(url))
                  "rendezvous", "register_rendezvous_handler"}
 
+# Hooks that torch runs for every module, or for every tensor autograd saves, in the process:
+# learner code they register runs inside the driver's and the harness's own work, after the
+# learner's call has returned (docs/protocol.md §4). Hooks on the learner's own objects
+# (module.register_forward_hook, tensor.register_hook) are fine.
+WHY_GLOBAL_HOOK = ("registers a hook for every module or every saved tensor in the process, so "
+                   "your code would run inside the driver's own work; put hooks on your own "
+                   "objects (module.register_forward_hook, tensor.register_hook)")
+GLOBAL_HOOKS = {"register_module_forward_pre_hook", "register_module_forward_hook",
+                "register_module_backward_hook", "register_module_full_backward_pre_hook",
+                "register_module_full_backward_hook", "register_module_buffer_registration_hook",
+                "register_module_module_registration_hook",
+                "register_module_parameter_registration_hook", "saved_tensors_hooks",
+                "save_on_cpu", "register_saved_tensors_default_hooks"}
+
 # What of `sys` and `os` a learner may use (everything else of theirs is refused).
 SYS_OK = {"stdout", "stderr", "version", "version_info", "platform", "maxsize", "float_info",
           "byteorder"}
@@ -204,6 +218,9 @@ class Checker(ast.NodeVisitor):
         for i, p in enumerate(parts[1:], 1):
             if p in SIDE_CHANNELS and top == "torch":
                 self.flag(node, what, WHY_SIDE)
+                return False
+            if p in GLOBAL_HOOKS and top == "torch":
+                self.flag(node, what, WHY_GLOBAL_HOOK)
                 return False
             if p in SUBMODULES or p in MODULE_ATTRS and top == "torch":
                 self.flag(node, what, SUBMODULES.get(p, "loads pickled data, which runs code "
