@@ -848,8 +848,10 @@ func correctnessHeadline(bad []CaseResult) string {
 		what = fmt.Sprintf("%d of %d checked elements wrong", wrong, b.Checked)
 	case b.GuardHits > 0:
 		what = fmt.Sprintf("%d byte(s) written outside the output", b.GuardHits)
+	case b.Checked > 0:
+		what = fmt.Sprintf("failed a check of the driver (the %d checked elements were right)", b.Checked)
 	default:
-		what = "the driver marked it failed"
+		what = "failed a check of the driver"
 	}
 	if wrong := b.Bad + b.Unwritten; wrong > 0 && b.GuardHits > 0 {
 		what += fmt.Sprintf(", and %d byte(s) written outside the output", b.GuardHits)
@@ -869,14 +871,29 @@ const (
 
 func correctnessMessage(bad, all []CaseResult) string {
 	var b strings.Builder
-	b.WriteString("Your code computed a wrong result.\n")
+	values := false // some record has wrong elements or guard hits, not only the driver's findings
+	for _, r := range bad {
+		values = values || r.Bad+r.Unwritten > 0 || r.GuardHits > 0
+	}
+	if values {
+		b.WriteString("Your code computed a wrong result.\n")
+	} else {
+		b.WriteString("Your code's outputs were right where compared, but it failed the exercise's other checks.\n")
+	}
 	for i, r := range bad {
 		if i == maxCasesShown {
 			fmt.Fprintf(&b, "\n... and %d more failing case record(s): the table above lists them.\n", len(bad)-i)
 			break
 		}
 		wrong := r.Bad + r.Unwritten
-		fmt.Fprintf(&b, "\nCase %s (n=%d), rank %d: %d of %d checked elements wrong", r.Case, r.N, r.Rank, wrong, r.Checked)
+		if wrong == 0 && r.GuardHits == 0 {
+			fmt.Fprintf(&b, "\nCase %s (n=%d), rank %d: failed a check of the driver", r.Case, r.N, r.Rank)
+			if r.Checked > 0 {
+				fmt.Fprintf(&b, " (the %d checked elements were right)", r.Checked)
+			}
+		} else {
+			fmt.Fprintf(&b, "\nCase %s (n=%d), rank %d: %d of %d checked elements wrong", r.Case, r.N, r.Rank, wrong, r.Checked)
+		}
 		switch {
 		case r.Unwritten > 0 && r.Unwritten == wrong:
 			b.WriteString(", all of them never written (still poisoned)")

@@ -426,7 +426,6 @@ for ci, (name, n) in enumerate(h.cases.items()):
     if not h.verifies:
         continue
     if problems:
-        result.bad = max(result.bad, 1)
         result.forced = True
         result.msg_parts += problems
     h.record(name, result)
