@@ -750,7 +750,10 @@ func (v *exerciseCheck) checkVariants() {
 		return
 	}
 	for _, de := range entries {
-		if de.IsDir() && !hidden(de.Name()) && !declared[de.Name()] {
+		// A folder with no course files (empty, or only Python's __pycache__ left after a
+		// variant was renamed) is not a variant: go:embed leaves it out of the built-in course.
+		if de.IsDir() && !hidden(de.Name()) && !declared[de.Name()] &&
+			len(filesUnder(v.ld.fsys, path.Join(e.Dir, "variants", de.Name()))) > 0 {
 			v.errAt(v.key("variants"), "variant folder %s is not declared in variants", path.Join(e.Dir, "variants", de.Name()))
 		}
 	}

@@ -287,6 +287,8 @@ func TestLoadErrors(t *testing.T) {
 			[]string{sum + `:37: variant folder exercises/module0-basics/sum/variants/builtin is missing or has no files`}},
 		{"undeclared variant folder", []change{add("exercises/module1-more/ring/variants/slow/ring.cu", "x")},
 			[]string{ring + `:1: variant folder exercises/module1-more/ring/variants/slow is not declared in variants`}},
+		{"renamed variant's __pycache__ left behind", []change{add("exercises/module1-more/ring/variants/old-name/__pycache__/ring.cpython-311.pyc", "x")},
+			nil},
 		{"variant file not a learner file", []change{add("exercises/module0-basics/hello/variants/off-by-one/other.c", "x")},
 			[]string{hello + `:28: exercises/module0-basics/hello/variants/off-by-one/other.c is not one of files`}},
 		{"stray starter file", []change{add("exercises/module0-basics/hello/starter/extra.c", "x")},

@@ -16,7 +16,7 @@ cc -shared -fPIC -O2 -o $HOME/hostid_shim.so $D/hostid_shim.c -ldl || exit 1
 export LD_PRELOAD=$HOME/hostid_shim.so
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 $bin --version
-C=$HOME/c1; rm -rf $C; mkdir -p $C; cp -r lessons exercises $C/
+C=$HOME/c1; rm -rf $C; mkdir -p $C; cp -r lessons exercises $C/; find $C -name __pycache__ -prune -exec rm -rf {} +
 sed -i -e 's/^  gpus: 2$/  gpus: 1/' -e 's/^  peer_access: true$/  peer_access: false/' $C/exercises/*/*/exercise.yaml
 v() { # name ranks budget exercises...
   local n=$1 r=$2 b=$3; shift 3
