@@ -149,7 +149,26 @@ func (k *check) build(ctx context.Context) *program {
 		k.fail(StageBuild, FaultRunner, "the course's files for this exercise are missing", err.Error())
 		return nil
 	}
-	srcDir, err := k.materialize(files)
+	// C and CUDA: the harness in a directory of its own, the driver and its support files in
+	// another. A harness source then compiles with the harness's headers only, and its object
+	// (its key: those headers, its bytes, the flags) is shared by every exercise and by the
+	// verifier; with the exercise's headers beside it, each exercise compiled it again.
+	own, harness := files, []courseFile(nil)
+	if e.Kind == "cuda" || e.Kind == "c" {
+		own = nil
+		for _, f := range files {
+			if f.Role == "harness" {
+				harness = append(harness, f)
+			} else {
+				own = append(own, f)
+			}
+		}
+	}
+	srcDir, err := k.materialize(own)
+	harnessDir := ""
+	if err == nil && harness != nil {
+		harnessDir, err = k.materialize(harness)
+	}
 	if err != nil {
 		k.fail(StageBuild, FaultRunner, "cannot write the build sources", err.Error())
 		return nil
@@ -177,9 +196,13 @@ func (k *check) build(ctx context.Context) *program {
 		k.fail(StageBuild, FaultMachine, "no compiler found", "No toolchain was found for this exercise; `mgpu-learn doctor` shows what this machine has.")
 		return nil
 	}
+	headers := []string{srcDir}
+	if harnessDir != "" {
+		headers = []string{harnessDir, srcDir}
+	}
 	req := build.Request{
 		Kind:      e.Kind,
-		Headers:   []string{srcDir},
+		Headers:   headers,
 		Flags:     e.Build.Flags,
 		Libs:      e.Build.Libs,
 		RDC:       e.Build.RDC,
@@ -200,15 +223,16 @@ func (k *check) build(ctx context.Context) *program {
 			}
 		}
 	}
-	for _, f := range files {
-		if !isSource(f.Name) {
-			continue
+	for _, f := range own {
+		if isSource(f.Name) {
+			req.Sources = append(req.Sources, build.Source{Path: filepath.Join(srcDir, f.Name), Role: build.RoleDriver, Show: f.Show})
 		}
-		role := build.RoleDriver
-		if f.Role == "harness" {
-			role = build.RoleHarness
+	}
+	for _, f := range harness {
+		if isSource(f.Name) {
+			req.Sources = append(req.Sources, build.Source{Path: filepath.Join(harnessDir, f.Name), Role: build.RoleHarness,
+				Show: f.Show, Headers: []string{harnessDir}})
 		}
-		req.Sources = append(req.Sources, build.Source{Path: filepath.Join(srcDir, f.Name), Role: role, Show: f.Show})
 	}
 	res, err := k.c.Builder.Build(ctx, req)
 	if err != nil {
@@ -278,11 +302,18 @@ func (k *check) buildVerifier(ctx context.Context, req build.Request) (string, s
 	v := req
 	v.Sources = nil
 	for _, s := range req.Sources {
-		if s.Role != build.RoleLearner {
+		switch s.Role {
+		case build.RoleLearner:
+		case build.RoleDriver:
+			// MGPU_VERIFIER is read by mgpu.h's MGPU_LEARNER, in the driver and its support
+			// files; the harness's sources do not use it, and keep the objects of the rank's
+			// program.
+			s.Flags = append(slices.Clone(s.Flags), "-DMGPU_VERIFIER")
+			v.Sources = append(v.Sources, s)
+		default:
 			v.Sources = append(v.Sources, s)
 		}
 	}
-	v.Flags = append(slices.Clone(req.Flags), "-DMGPU_VERIFIER")
 	res, err := k.c.Builder.Build(ctx, v)
 	switch {
 	case err != nil:

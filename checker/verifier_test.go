@@ -21,13 +21,25 @@ func TestSplitVerifierThatNeverReportsIsTheCourses(t *testing.T) {
 	})
 	r := st.check(t)
 	expect(t, r, Errored, StageRun, FaultRunner, "verifier did not finish")
-	if st.b.calls != 2 || !contains(st.b.req.Flags, "-DMGPU_VERIFIER") {
-		t.Fatalf("builds %d, last flags %v: want the rank program and the verifier", st.b.calls, st.b.req.Flags)
+	if st.b.calls != 2 {
+		t.Fatalf("builds %d: want the rank program and the verifier", st.b.calls)
 	}
+	drivers := 0
 	for _, src := range st.b.req.Sources {
-		if src.Role == "learner" {
+		switch {
+		case src.Role == "learner":
 			t.Fatalf("the verifier was built with the learner's %s", src.Show)
+		case src.Role == "driver":
+			drivers++
+			if !contains(src.Flags, "-DMGPU_VERIFIER") {
+				t.Errorf("the verifier's driver source %s has flags %v, without -DMGPU_VERIFIER", src.Show, src.Flags)
+			}
+		case contains(src.Flags, "-DMGPU_VERIFIER"):
+			t.Errorf("the harness source %s was built with -DMGPU_VERIFIER: its object is the rank program's", src.Show)
 		}
+	}
+	if drivers == 0 {
+		t.Error("the verifier was built without the driver")
 	}
 }
 

@@ -917,3 +917,61 @@ func withoutPreprocess(inv []string) (rest, pre []string) {
 	}
 	return rest, pre
 }
+
+// A source with its own include directories (the harness) is keyed by those only: a change
+// to another directory of the request leaves its object cached, and it is not compiled with
+// that directory on its include path. A source's own flags reach its compile and key only.
+func TestSourceHeadersAndFlags(t *testing.T) {
+	cc := needCC(t)
+	p := newProject(t)
+	b := NewBuilder(t.TempDir())
+	tc := &Toolchain{CC: cc}
+	req := func(driverFlags ...string) Request {
+		r := p.request(tc)
+		r.Sources[1].Flags = driverFlags
+		r.Sources[2].Headers = []string{p.harness}
+		return r
+	}
+	if got := runBinary(t, build(t, b, req())); got != "42" {
+		t.Fatalf("program printed %q, want 42", got)
+	}
+	// A header beside the driver changes the driver's and the learner's keys, not the harness's.
+	write(t, filepath.Join(p.course, "extra.h"), "#define EXTRA 1\n")
+	if r := build(t, b, req()); r.Compiled != 2 {
+		t.Errorf("new header in the driver's directory: Compiled=%d, want 2 (the harness kept)", r.Compiled)
+	}
+	// The harness does not see the driver's directory: a header there of the harness's name
+	// does not shadow the harness's own for it (quoted includes look beside the source first),
+	// and an angle include of a course header fails.
+	write(t, filepath.Join(p.harness, "harness.c"), "#include \"harness.h\"\n#include <extra.h>\nint harness_twice(int x) { return HARNESS_SCALE * x; }\n")
+	if r := build(t, b, req()); r.OK || !strings.Contains(r.Log, "extra.h") {
+		t.Errorf("the harness found a header of the driver's directory: OK=%v\n%s", r.OK, r.Log)
+	}
+	write(t, filepath.Join(p.harness, "harness.c"), "#include \"harness.h\"\nint harness_twice(int x) { return HARNESS_SCALE * x; }\n")
+	// The driver's own -D: the driver compiles again, the others stay cached, and the macro
+	// reaches it.
+	write(t, filepath.Join(p.course, "driver.c"), `#include <stdio.h>
+#include "harness.h"
+int learner_sum(int, int);
+#ifndef SCALE3
+#define SCALE3 1
+#endif
+int main(void) { printf("%d\n", SCALE3 * harness_twice(learner_sum(20, 1))); return 0; }
+`)
+	if r := build(t, b, req()); r.Compiled != 1 || runBinary(t, r) != "42" {
+		t.Errorf("edited driver: Compiled=%d", r.Compiled)
+	}
+	r := build(t, b, req("-DSCALE3=3"))
+	if r.Compiled != 1 {
+		t.Errorf("driver flag: Compiled=%d, want 1", r.Compiled)
+	}
+	if got := runBinary(t, r); got != "126" {
+		t.Errorf("with the driver's -DSCALE3=3 the program printed %q, want 126", got)
+	}
+	// A learner source may not have flags of its own.
+	bad := req()
+	bad.Sources[0].Flags = []string{"-DX"}
+	if _, err := b.Build(context.Background(), bad); err == nil {
+		t.Error("a learner source's own flags were accepted")
+	}
+}

@@ -56,6 +56,7 @@ func (b *Builder) Dir() string { return b.cache.dir }
 type object struct {
 	src     Source
 	abs     string
+	headers []string // absolute include directories: the source's own, else the request's
 	key     key
 	path    string // in the cache, once there
 	pp      string // learner sources: the preprocessed learner lines, in the cache (preprocess.go)
@@ -174,15 +175,29 @@ func (b *Builder) objectKeys(req *Request, p *plan) ([]*object, error) {
 		trees[dir] = d
 		return d, nil
 	}
-	var headerDigests []string
-	for _, h := range p.headers {
-		d, err := tree(h)
-		if err != nil {
-			return nil, err
-		}
-		headerDigests = append(headerDigests, d)
-	}
 	for _, o := range objs {
+		o.headers = p.headers
+		if o.src.Headers != nil {
+			o.headers = nil
+			for _, h := range o.src.Headers {
+				abs, err := filepath.Abs(h)
+				if err != nil {
+					return nil, err
+				}
+				o.headers = append(o.headers, abs)
+			}
+		}
+		if len(o.src.Flags) > 0 && o.src.Role == RoleLearner {
+			return nil, fmt.Errorf("build: source %s: a learner source takes the request's flags only", o.src.Show)
+		}
+		var headerDigests []string
+		for _, h := range o.headers {
+			d, err := tree(h)
+			if err != nil {
+				return nil, err
+			}
+			headerDigests = append(headerDigests, d)
+		}
 		sum, err := fileDigest(o.abs)
 		if err != nil {
 			return nil, fmt.Errorf("build: source %s: %w", o.src.Show, err)
@@ -195,14 +210,14 @@ func (b *Builder) objectKeys(req *Request, p *plan) ([]*object, error) {
 		h := newHasher("compile")
 		h.add("kind", p.kind)
 		h.add("tool", p.toolID...)
-		h.add("args", p.keyCompile...)
+		h.add("args", p.keyArgs(o.headers, o.src.Flags)...)
 		h.add("language", p.language(o.abs)...)
 		h.add("headers", headerDigests...)
 		h.add("libs", p.libPrints...)
 		h.add("source", sum, filepath.Base(o.abs), o.src.Show)
 		h.add("source dir", dirDigest)
 		o.key = h.sum()
-		o.display = displayMap(o, p.headers)
+		o.display = displayMap(o, o.headers)
 	}
 	return objs, nil
 }
@@ -273,7 +288,7 @@ func (b *Builder) compileAll(ctx context.Context, p *plan, objs []*object, work 
 }
 
 func (b *Builder) compile(ctx context.Context, p *plan, o *object, out string) error {
-	args := p.compileArgs(o.abs, out)
+	args := p.compileArgs(o, out)
 	keep := ""
 	if o.src.Role == RoleLearner {
 		if ka := p.keepArgs(o.abs, out+".keep"); ka != nil {
@@ -288,7 +303,7 @@ func (b *Builder) compile(ctx context.Context, p *plan, o *object, out string) e
 	if err != nil {
 		return fmt.Errorf("build: compiling %s: %w", o.src.Show, err)
 	}
-	o.log = storeMap(o, p.headers, out).apply(output)
+	o.log = storeMap(o, o.headers, out).apply(output)
 	if failed {
 		o.failed = true
 		return nil

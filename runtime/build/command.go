@@ -105,16 +105,18 @@ type plan struct {
 	kind     string
 	compiler string
 	toolID   []string // identity of the compiler: path, version, binaries' size and time
-	// compile is the option list for every object (without source, output and language).
+	// compile is the option list for a source with the Request's Headers (without source,
+	// output and language): pre, "-I" each header directory, post.
 	compile []string
-	// keyCompile is compile with the Headers directories replaced by placeholders, so that
-	// the same files elsewhere give the same key.
-	keyCompile  []string
-	hasStd      bool
-	link        []string // after the objects
-	libPrints   []string // fingerprints of the libraries linked
-	headers     []string // absolute Headers directories
-	runtimeDirs []string
+	// pre and post are the options before and after the include directories; keyPre and
+	// keyPost the same for the key (the directories are placeholders there, so that the same
+	// files elsewhere give the same key).
+	pre, post, keyPre, keyPost []string
+	hasStd                     bool
+	link                       []string // after the objects
+	libPrints                  []string // fingerprints of the libraries linked
+	headers                    []string // absolute Headers directories
+	runtimeDirs                []string
 }
 
 func newPlan(req *Request) (*plan, error) {
@@ -189,15 +191,15 @@ func newPlan(req *Request) (*plan, error) {
 	if !hasOpt {
 		both("-O3")
 	}
-	for i, h := range req.Headers {
+	for _, h := range req.Headers {
 		abs, err := filepath.Abs(h)
 		if err != nil {
 			return nil, err
 		}
 		p.headers = append(p.headers, abs)
-		common = append(common, "-I"+abs)
-		keyCommon = append(keyCommon, fmt.Sprintf("-I<headers %d>", i))
 	}
+	p.pre, p.keyPre = slices.Clone(common), slices.Clone(keyCommon)
+	common, keyCommon = nil, nil
 	// pip wheels of CUDA keep CCCL (thrust, cub, libcu++) in include/cccl and the runtime
 	// libraries in lib, where nvcc's own profile does not look.
 	var cudaLinkDirs []string
@@ -274,8 +276,9 @@ func newPlan(req *Request) (*plan, error) {
 	// still names them for launchers that set the environment.
 	link = append(link, rpathArgs(req.Kind, p.runtimeDirs)...)
 	link = append(link, hardeningArgs(req.Kind)...)
-	p.compile = append(common, compileFlags...)
-	p.keyCompile = append(keyCommon, compileFlags...)
+	p.post = append(common, compileFlags...)
+	p.keyPost = append(keyCommon, compileFlags...)
+	p.compile = p.argsWith(p.headers, nil)
 	p.link = append(linkFlags, link...)
 	return p, nil
 }
@@ -332,12 +335,32 @@ func (p *plan) language(src string) []string {
 	return nil
 }
 
-// compileArgs is the command line compiling src to out.
-func (p *plan) compileArgs(src, out string) []string {
+// argsWith is the option list for a source with these include directories and own flags.
+func (p *plan) argsWith(headers, flags []string) []string {
+	args := slices.Clone(p.pre)
+	for _, h := range headers {
+		args = append(args, "-I"+h)
+	}
+	args = append(args, p.post...)
+	return append(args, flags...)
+}
+
+// keyArgs is argsWith for the key: the include directories by position.
+func (p *plan) keyArgs(headers, flags []string) []string {
+	args := slices.Clone(p.keyPre)
+	for i := range headers {
+		args = append(args, fmt.Sprintf("-I<headers %d>", i))
+	}
+	args = append(args, p.keyPost...)
+	return append(args, flags...)
+}
+
+// compileArgs is the command line compiling o's source to out.
+func (p *plan) compileArgs(o *object, out string) []string {
 	args := []string{"-c"}
-	args = append(args, p.language(src)...)
-	args = append(args, p.compile...)
-	return append(args, src, "-o", out)
+	args = append(args, p.language(o.abs)...)
+	args = append(args, p.argsWith(o.headers, o.src.Flags)...)
+	return append(args, o.abs, "-o", out)
 }
 
 // linkArgs is the command line linking objs into out.

@@ -17,6 +17,13 @@ type Source struct {
 	Role string
 	// Show is the path to print in diagnostics (relative to the learner's workspace).
 	Show string
+	// Headers, when not nil, are this source's include directories instead of the Request's:
+	// a source that includes nothing of the others' (the harness) gets a key of its own
+	// headers only, so its object is shared by every build that compiles it alike.
+	Headers []string
+	// Flags are compile options for this source only, after the Request's (a -D that changes
+	// one source, such as the verifier's driver). Not for learner sources.
+	Flags []string
 }
 
 // Request is one build.
