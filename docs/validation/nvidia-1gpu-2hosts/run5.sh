@@ -34,4 +34,4 @@ v tpmlp3b 3 150 module1/tensor-parallel-mlp
 c 40 3 module1/ring-allreduce --variant all-pairs-int8
 v module7 2 200 module7/unfused module7/chunked-overlap module7/matmul-reduce-scatter
 c 60 2 module6/symm-mem --solution
-c $((570 - (SECONDS - s))) 2 module7/fused --solution
+c $((480 - (SECONDS - s))) 2 module7/fused --solution
