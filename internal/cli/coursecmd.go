@@ -64,6 +64,9 @@ type verifyOptions struct {
 	JSON      bool
 	NoPerf    bool
 	Ranks     int
+	// Beyond: only what a run with this many ranks cannot show (the solutions, and the
+	// variants whose min_ranks is above it); 0 verifies everything.
+	Beyond int
 }
 
 func newVerifyCmd(app *App) *cobra.Command {
@@ -75,12 +78,20 @@ func newVerifyCmd(app *App) *cobra.Command {
 the pristine starter (must fail at the stage its manifest names, never with a runner error),
 and every variant (must end as its manifest says, with the stated words in the report).
 Exercises this machine can't run are listed as skipped with doctor's reason. With
---report-dir it writes <machine>.md and <machine>.json there.`,
+--report-dir it writes <machine>.md and <machine>.json there.
+
+--beyond N is for a second run with more ranks after a whole run with N: it verifies only
+what that run could not show, the reference solutions (which must pass on any number of
+ranks) and the variants whose min_ranks is above N.`,
 		Example: `  mgpu-learn course verify
-  mgpu-learn course verify module0 --report-dir docs/validation --machine nvidia-h200-x4`,
+  mgpu-learn course verify module0 --report-dir docs/validation --machine nvidia-h200-x4
+  mgpu-learn course verify module1 --ranks 2 && mgpu-learn course verify module1 --ranks 4 --beyond 2`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				args = []string{"all"}
+			}
+			if o.Beyond < 0 || o.Beyond > 0 && o.Ranks <= o.Beyond {
+				return usageErrorf("--beyond %d needs --ranks above it (the run that shows more)", o.Beyond)
 			}
 			return app.verify(cmd.Context(), args, o)
 		},
@@ -90,6 +101,7 @@ Exercises this machine can't run are listed as skipped with doctor's reason. Wit
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the JSON report to stdout")
 	cmd.Flags().BoolVar(&o.NoPerf, "no-perf", false, "skip performance stages")
 	cmd.Flags().IntVar(&o.Ranks, "ranks", 0, "run every exercise with `N` ranks instead of its default")
+	cmd.Flags().IntVar(&o.Beyond, "beyond", 0, "after a whole run with `N` ranks: only the solutions and the variants that need more than N")
 	return cmd
 }
 
@@ -190,16 +202,32 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 		}
 		jobs := []job{{label: "solution", expect: "pass", mk: func(dir string) (checker.Target, error) { return checker.SolutionTarget(e, dir) }}}
 		ck.Perf = a.perfFor(ctx, e, !o.NoPerf)
-		if why := perfSkip(e.Starter.FailsAt, false, ck.Perf, o.NoPerf); why != "" {
+		if o.Beyond > 0 {
+			fmt.Fprintf(a.Err, "skip  %s starter: shown by the run with %d ranks (--beyond)\n", e.ID, o.Beyond)
+		} else if why := perfSkip(e.Starter.FailsAt, false, ck.Perf, o.NoPerf); why != "" {
 			fmt.Fprintf(a.Err, "skip  %s starter: %s\n", e.ID, why)
 		} else {
 			jobs = append(jobs, job{label: "starter", expect: e.Starter.FailsAt, hangs: e.Starter.Hangs,
 				mk: func(dir string) (checker.Target, error) { return starterTarget(e, dir) }})
 		}
+		if o.Beyond > 0 {
+			shown := 0
+			for _, v := range e.Variants {
+				if v.MinRanks <= o.Beyond {
+					shown++
+				}
+			}
+			if shown > 0 {
+				fmt.Fprintf(a.Err, "skip  %s %d variant(s): shown by the run with %d ranks (--beyond)\n", e.ID, shown, o.Beyond)
+			}
+		}
 		for _, v := range e.Variants {
 			if v.GPU && !gpus {
 				fmt.Fprintf(a.Err, "skip  %s variant %s: its bug shows on GPUs only, and this machine has none\n", e.ID, v.Name)
 				continue
+			}
+			if o.Beyond > 0 && v.MinRanks <= o.Beyond {
+				continue // shown by the run with o.Beyond ranks; one line for them all below
 			}
 			if v.MinRanks > 0 && ranksFor(e, o.Ranks, len(facts.GPUs)) < v.MinRanks {
 				fmt.Fprintf(a.Err, "skip  %s variant %s: needs %d ranks, this run has %d\n", e.ID, v.Name, v.MinRanks, ranksFor(e, o.Ranks, len(facts.GPUs)))
