@@ -222,12 +222,12 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 			}
 		}
 		for _, v := range e.Variants {
+			if o.Beyond > 0 && v.MinRanks <= o.Beyond {
+				continue // shown by the run with o.Beyond ranks; counted in the line above
+			}
 			if v.GPU && !gpus {
 				fmt.Fprintf(a.Err, "skip  %s variant %s: its bug shows on GPUs only, and this machine has none\n", e.ID, v.Name)
 				continue
-			}
-			if o.Beyond > 0 && v.MinRanks <= o.Beyond {
-				continue // shown by the run with o.Beyond ranks; one line for them all below
 			}
 			if v.MinRanks > 0 && ranksFor(e, o.Ranks, len(facts.GPUs)) < v.MinRanks {
 				fmt.Fprintf(a.Err, "skip  %s variant %s: needs %d ranks, this run has %d\n", e.ID, v.Name, v.MinRanks, ranksFor(e, o.Ranks, len(facts.GPUs)))
