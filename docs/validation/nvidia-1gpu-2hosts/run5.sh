@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # After run4.sh: the two module1 fixes it led to (tensor-parallel-mlp on 3 ranks with keep-lists
 # stopping after its first case, ring-allreduce all-pairs-int8 on 3), module7's torchrun
-# exercises on 2 ranks under the Python guards of stop 33, and a try of the two exercises on
-# torch's symmetric memory was left out (module6/symm-mem, module7/fused need peer access
-# between two GPUs).
+# exercises on 2 ranks under the Python guards of stop 33. module6/symm-mem and module7/fused
+# are left out: torch's symmetric memory needs peer access between two GPUs.
 # bin/mgpu-learn carried: OUT=$OUT bash docs/validation/nvidia-1gpu-2hosts/run5.sh
 set -u
 export PATH=/usr/local/cuda/bin:$PATH NO_COLOR=1 PYTHONUNBUFFERED=1
