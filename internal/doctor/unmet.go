@@ -128,9 +128,9 @@ func Unmet(f *probe.Facts, req course.Requirements, launch course.Launch) []Reas
 		switch l {
 		case "nvcc":
 			if f.NVCC == nil {
-				add(Reason{Need: NeedNVCC,
+				add(wheelsUnsearched(f, Reason{Need: NeedNVCC,
 					What: "needs nvcc, the CUDA compiler, to build (even on a machine without a GPU); none was found on PATH, in $CUDA_HOME, /usr/local/cuda or pip wheels",
-					Fix:  "run scripts/install-cuda-tools.sh (nvcc from pip wheels into .tools/), or install the CUDA toolkit and put its bin/ on PATH or set CUDA_HOME"})
+					Fix:  "run scripts/install-cuda-tools.sh (nvcc from pip wheels into .tools/), or install the CUDA toolkit and put its bin/ on PATH or set CUDA_HOME"}))
 			}
 		case "cc":
 			if f.CC == nil {
@@ -143,9 +143,9 @@ func Unmet(f *probe.Facts, req course.Requirements, launch course.Launch) []Reas
 			}
 		case "nccl":
 			if f.NCCL == nil {
-				add(Reason{Need: NeedNCCL,
+				add(wheelsUnsearched(f, Reason{Need: NeedNCCL,
 					What: "needs NCCL (nccl.h and libnccl); none was found system-wide, in $NCCL_HOME or in pip wheels",
-					Fix:  "run scripts/install-cuda-tools.sh (NCCL from pip wheels into .tools/), or apt install libnccl-dev, or set NCCL_HOME to an NCCL prefix"})
+					Fix:  "run scripts/install-cuda-tools.sh (NCCL from pip wheels into .tools/), or apt install libnccl-dev, or set NCCL_HOME to an NCCL prefix"}))
 			}
 		case "nvshmem":
 			if f.NVSHMEM == nil {
@@ -397,6 +397,11 @@ func torchMissing(f *probe.Facts, gpus int) (Reason, bool) {
 		who += " (Python " + py.Version + ")"
 	}
 	t := py.Torch
+	if t == nil && f.PythonTimedOut() {
+		// Not known to be missing: the probe was stopped before torch answered.
+		return Reason{Need: NeedTorch, Fix: probeAgain,
+			What: "needs PyTorch; whether " + who + " can import torch is unknown: the Python probe timed out before torch reported"}, true
+	}
 	if t == nil {
 		what := "needs PyTorch; " + who + " cannot import torch"
 		if py.TorchError != "" {
@@ -451,6 +456,22 @@ func nvshmemMissing(f *probe.Facts) Reason {
 		r.What = fmt.Sprintf("needs NVSHMEM; NVSHMEM_HOME=%s holds no include/nvshmem.h with lib/libnvshmem_host.so* and lib/libnvshmem_device.a, and none was found system-wide or in pip wheels", home)
 		r.Fix = "point NVSHMEM_HOME at the prefix that holds include/ and lib/ (or unset it), or run scripts/install-cuda-tools.sh"
 	}
+	return wheelsUnsearched(f, r)
+}
+
+// probeAgain is the fix for what a timed-out probe left unknown. Facts from such a probe are not
+// cached, so the next command probes again; doctor --refresh does it at once.
+const probeAgain = "the machine may have been too busy for the probe: run `mgpu-learn doctor --refresh` to probe again"
+
+// wheelsUnsearched amends a "none was found ... in pip wheels" reason when the Python probe
+// timed out before it listed its site-packages: the wheels there were never looked at, so the
+// thing may well be installed, and the first fix is to probe again.
+func wheelsUnsearched(f *probe.Facts, r Reason) Reason {
+	if !f.PipWheelsUnsearched() {
+		return r
+	}
+	r.What += "; but the Python probe of " + f.Python.Path + " timed out, so pip wheels in its site-packages were not searched"
+	r.Fix = probeAgain + "; if it is still missing, " + r.Fix
 	return r
 }
 
