@@ -67,6 +67,8 @@ type verifyOptions struct {
 	// Beyond: only what a run with this many ranks cannot show (the solutions, and the
 	// variants whose min_ranks is above it); 0 verifies everything.
 	Beyond int
+	// RaceRuns: how many times a variant marked race runs; each run must end as expected.
+	RaceRuns int
 }
 
 func newVerifyCmd(app *App) *cobra.Command {
@@ -82,7 +84,11 @@ Exercises this machine can't run are listed as skipped with doctor's reason. Wit
 
 --beyond N is for a second run with more ranks after a whole run with N: it verifies only
 what that run could not show, the reference solutions (which must pass on any number of
-ranks) and the variants whose min_ranks is above N.`,
+ranks) and the variants whose min_ranks is above N.
+
+A variant marked race (a missing fence, a signal raised too early) fails only when the race
+goes its way, which the driver provokes but cannot force: it runs --race-runs times (3 by
+default) and must end as expected every time.`,
 		Example: `  mgpu-learn course verify
   mgpu-learn course verify module0 --report-dir docs/validation --machine nvidia-h200-x4
   mgpu-learn course verify module1 --ranks 2 && mgpu-learn course verify module1 --ranks 4 --beyond 2`,
@@ -93,6 +99,9 @@ ranks) and the variants whose min_ranks is above N.`,
 			if o.Beyond < 0 || o.Beyond > 0 && o.Ranks <= o.Beyond {
 				return usageErrorf("--beyond %d needs --ranks above it (the run that shows more)", o.Beyond)
 			}
+			if o.RaceRuns < 1 {
+				return usageErrorf("--race-runs %d: a race variant runs at least once", o.RaceRuns)
+			}
 			return app.verify(cmd.Context(), args, o)
 		},
 	}
@@ -102,6 +111,7 @@ ranks) and the variants whose min_ranks is above N.`,
 	cmd.Flags().BoolVar(&o.NoPerf, "no-perf", false, "skip performance stages")
 	cmd.Flags().IntVar(&o.Ranks, "ranks", 0, "run every exercise with `N` ranks instead of its default")
 	cmd.Flags().IntVar(&o.Beyond, "beyond", 0, "after a whole run with `N` ranks: only the solutions and the variants that need more than N")
+	cmd.Flags().IntVar(&o.RaceRuns, "race-runs", 3, "run each variant marked race `N` times; every run must end as expected")
 	return cmd
 }
 
@@ -238,8 +248,18 @@ func (a *App) verify(ctx context.Context, args []string, o verifyOptions) error 
 				continue
 			}
 			v := v
-			jobs = append(jobs, job{label: "variant:" + v.Name, expect: v.Expect, words: v.Message,
-				mk: func(dir string) (checker.Target, error) { return checker.VariantTarget(e, v.Name, dir) }})
+			runs := 1
+			if v.Race {
+				runs = o.RaceRuns
+			}
+			for i := 1; i <= runs; i++ {
+				label := "variant:" + v.Name
+				if runs > 1 {
+					label += fmt.Sprintf("#%d", i) // a race is caught only if every run catches it
+				}
+				jobs = append(jobs, job{label: label, expect: v.Expect, words: v.Message,
+					mk: func(dir string) (checker.Target, error) { return checker.VariantTarget(e, v.Name, dir) }})
+			}
 		}
 		for _, j := range jobs {
 			if ctx.Err() != nil {

@@ -734,6 +734,9 @@ func (v *exerciseCheck) checkVariants() {
 		if vr.Timed && vr.Expect == "pass" {
 			v.errAt(v.at("variants", i, "timed"), "variant %q: timed marks a mistake the check after timing finds; a variant expected to pass has none", vr.Name)
 		}
+		if vr.Race && (vr.Expect == "pass" || vr.Expect == "build" || vr.Expect == "policy") {
+			v.errAt(v.at("variants", i, "race"), "variant %q: race marks a mistake that shows only in some runs; a variant expected to %s does not depend on a run's timing", vr.Name, map[string]string{"pass": "pass", "build": "fail at build", "policy": "fail at policy"}[vr.Expect])
+		}
 		dir := path.Join(e.Dir, "variants", vr.Name)
 		files := filesUnder(v.ld.fsys, dir)
 		if len(files) == 0 {

@@ -212,6 +212,8 @@ func TestLoadErrors(t *testing.T) {
 			[]string{hello + `:32: variant "off-by-one": caught_at_run is for a policy failure found while the program runs; its expect is "correctness"`}},
 		{"timed on a variant expected to pass", []change{edit(hello, "    expect: correctness\n    message: [mismatch]\n", "    expect: pass\n    timed: true\n")},
 			[]string{hello + `:31: variant "off-by-one": timed marks a mistake the check after timing finds; a variant expected to pass has none`}},
+		{"race on a variant expected to fail at policy", []change{edit(hello, "    expect: correctness\n    message: [mismatch]\n", "    expect: policy\n    race: true\n")},
+			[]string{hello + `:31: variant "off-by-one": race marks a mistake that shows only in some runs; a variant expected to fail at policy does not depend on a run's timing`}},
 		{"unknown key", []change{edit(hello, "kind: c\n", "kind: c\ncolour: red\n")},
 			[]string{hello + `:5: unknown key "colour"`}},
 		{"unknown nested key", []change{edit(hello, "  ranks: 2\n", "  ranks: 2\n  rank: 3\n")},

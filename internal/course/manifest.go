@@ -150,6 +150,11 @@ type Variant struct {
 	// new data in buffers the timed calls used); verification skips the variant where the
 	// performance stage is off, since the variant can only pass there.
 	Timed bool `yaml:"timed"`
+	// Race: the mistake is a data race (a missing fence, a signal raised early, a buffer
+	// reused too soon) that the driver provokes but cannot force. Whether it shows depends on
+	// the hardware's ordering, so one caught run proves little: verification runs the variant
+	// several times and requires the expected failure every time.
+	Race bool `yaml:"race"`
 }
 
 // Duration is a time.Duration written as "90s" in YAML.
