@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -178,4 +180,35 @@ func saveCache(path, key string, stamps map[string]string, f *Facts) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// lockProbe takes an exclusive lock on path, waiting at most wait (or until ctx ends), and
+// returns its release. A lock that cannot be taken in time, or at all (a read-only cache
+// folder), is not an error: the probe then runs unlocked, as it would without a cache.
+func lockProbe(ctx context.Context, path string, wait time.Duration) func() {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return func() {}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				f.Close()
+			}
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) || ctx.Err() != nil {
+			f.Close()
+			return func() {}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -67,6 +67,19 @@ func Discover(ctx context.Context, opts Options) (*Facts, error) {
 			return f, nil
 		}
 	}
+	if cache != "" {
+		// One probe at a time per cache: a course author's parallel builds, or a workshop's
+		// learners on one node, start many processes at once, and each would otherwise spawn
+		// its own `import torch` (60 of them took past the Python probe's limit on 16 cores).
+		// The ones that waited read what the first one found.
+		unlock := lockProbe(ctx, cache+".lock", 2*opts.PythonTimeout+2*opts.Timeout)
+		defer unlock()
+		if !opts.Refresh {
+			if f := loadCache(cache, key, time.Now()); f != nil {
+				return f, nil
+			}
+		}
+	}
 	f := p.probe(ctx)
 	if err := ctx.Err(); err != nil {
 		return nil, err
