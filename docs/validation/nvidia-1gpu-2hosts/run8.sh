@@ -22,11 +22,11 @@ C=$HOME/c1; rm -rf $C; mkdir -p $C; cp -r lessons exercises $C/; find $C -name _
 sed -i -e 's/^  gpus: 2$/  gpus: 1/' -e 's/^  peer_access: true$/  peer_access: false/' $C/exercises/*/*/exercise.yaml
 for e in module6/symm-mem module7/fused; do
   echo "== check $e --solution (--ranks 2, --no-perf)"
-  timeout -s INT 100 $bin --course $C check $e --solution --ranks 2 --no-perf 2>&1 | grep -v "^  [a-z]*  *\.\.\.$" | head -30
+  timeout -s INT 80 $bin --course $C check $e --solution --ranks 2 --no-perf 2>&1 | grep -v "^  [a-z]*  *\.\.\.$" | head -30
   echo "rc=${PIPESTATUS[0]} t=$((SECONDS-s)) s"
   pkill -9 -f nvidia-cuda-mps-server; sleep 0.5
 done
-if [ $((SECONDS-s)) -lt 120 ]; then
-  timeout -s INT $((230 - (SECONDS - s))) $bin --course $C course verify module6/symm-mem --ranks 2 --no-perf --report-dir $out --machine nvidia-1gpu-2hosts-symm-mem 2>&1 | tail -14
+if [ $((SECONDS-s)) -lt 100 ]; then
+  timeout -s INT $((200 - (SECONDS - s))) $bin --course $C course verify module6/symm-mem --ranks 2 --no-perf --report-dir $out --machine nvidia-1gpu-2hosts-symm-mem 2>&1 | tail -14
 fi
 echo "t=$((SECONDS-s)) s"
