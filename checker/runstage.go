@@ -633,8 +633,14 @@ func errorFault(er record) (string, string) {
 		if learnerCausedError(er) {
 			return FaultYou, "The error surfaced in the driver's call, but errors of this kind are left behind by an earlier kernel: most likely yours read or wrote out of bounds."
 		}
+		if why := gpuUnavailable(er); why != "" {
+			return FaultMachine, why
+		}
 		return FaultRunner, ""
 	default:
+		if why := gpuUnavailable(er); why != "" {
+			return FaultMachine, why
+		}
 		if strings.Contains(er.Msg, "did not arrive") {
 			// A rendezvous timed out waiting for another rank: that rank crashed, hung, or took
 			// another path through the code.
@@ -642,6 +648,33 @@ func errorFault(er record) (string, string) {
 		}
 		return FaultRunner, ""
 	}
+}
+
+// gpuUnavailable explains a CUDA error of the harness or the driver that says the GPU could not
+// be had at all: the machine's state, not the course and (where the learner's code made no call)
+// not the learner. Seen on the course's machines: a GPU in exclusive-process mode held by
+// another process, and an MPS server that had not yet let go of a killed client (run7 of
+// docs/validation/nvidia-1gpu-2hosts). "" when the error is not one of these.
+func gpuUnavailable(er record) string {
+	m := strings.ToLower(er.Msg)
+	has := func(words ...string) bool {
+		for _, w := range words {
+			if strings.Contains(m, w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case er.Code == 46 || has("cudaerrordevicesunavailable", "busy or unavailable"):
+		return "The GPU was busy or unavailable when this rank started: another process holds it in exclusive-process mode, or an MPS server is not taking new clients. `nvidia-smi` shows the GPU's compute mode and its processes; check again when they are gone. (If your code used a GPU other than its own rank's, that is the cause.)"
+	case er.Code >= 805 && er.Code <= 810 || has("cudaerrormps", "mps client", "mps server"):
+		return "CUDA's Multi-Process Service (MPS) refused this rank: its server is not ready, full, or still tearing down a client that was killed. Check again in a moment, or restart MPS (`echo quit | nvidia-cuda-mps-control`, then start it again)."
+	case er.Code == 100 || er.Code == 35 || er.Code == 802 || er.Code == 803 ||
+		has("cudaerrornodevice", "no cuda-capable device", "cudaerrorinsufficientdriver", "driver version is insufficient", "cudaerrorsystemnotready", "cudaerrorsystemdrivermismatch"):
+		return "CUDA could not use a GPU on this machine at all (no device visible, or a driver that does not match): `mgpu-learn doctor --refresh` shows what this machine has."
+	}
+	return ""
 }
 
 // learnerCausedError: sticky CUDA errors a driver call reports after the learner's kernel ran.
