@@ -4,7 +4,7 @@
 # manifests say, with the stated words in the report), each through `mgpu-learn check --json`.
 #
 #   scripts/module-smoke.sh [--module DIR] [--one-gpu] [--ranks N] [--no-perf] [--only EXERCISE]
-#                           [--out DIR]
+#                           [--nccl-rig] [--mps] [--out DIR]
 #
 # --module    the module's folder under exercises/ (default module5-uva)
 # --one-gpu   for a machine with a single GPU: runs a copy of the course whose manifests of that
@@ -15,13 +15,19 @@
 # --jobs N    build every target first, N builds at a time (a fresh machine's cache is empty;
 #             the checks then only run)
 # --build-only  stop after that (with --jobs): fills the build cache for `course verify`
+# --nccl-rig  with --one-gpu and --ranks N: NCCL told each rank is a host of its own
+#             (docs/validation/nvidia-1gpu-2hosts/hostid_shim.c), so N NCCL ranks share the GPU
+# --mps       with --one-gpu: a CUDA MPS daemon of this script's own (50% of the SMs a client),
+#             so ranks' kernels that wait on each other run side by side (NVSHMEM's full
+#             multi-PE-per-GPU mode); its server is restarted after every check, since a killed
+#             hung client leaves it refusing new ones for a while. Quit on exit.
 # Writes every JSON report to OUT (default: a temporary folder, printed at the end) and exits
 # non-zero when any row is not as expected. `mgpu-learn course verify module5` checks the
 # same expectations; this script shows them side by side with the stage and the headline.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${MGPU_LEARN_BIN:-$root/bin/mgpu-learn}
-one_gpu=0 perf=() only="" out="" mod=module5-uva ranks="" jobs=0 build_only=0
+one_gpu=0 perf=() only="" out="" mod=module5-uva ranks="" jobs=0 build_only=0 rig=0 mps=0
 while [ $# -gt 0 ]; do
   case $1 in
     --module) mod=${2%/}; shift 2 ;;
@@ -29,10 +35,12 @@ while [ $# -gt 0 ]; do
     --ranks) ranks=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
+    --nccl-rig) rig=1; shift ;;
+    --mps) mps=1; shift ;;
     --no-perf) perf=(--no-perf); shift ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -41,6 +49,34 @@ done
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NO_COLOR=1
 [ -n "$out" ] || out=$(mktemp -d "/tmp/$mod-smoke.XXXXXX")
 mkdir -p "$out"
+if [ $rig = 1 ] || [ $mps = 1 ]; then
+  [ $one_gpu = 1 ] || { echo "--nccl-rig and --mps are for --one-gpu" >&2; exit 2; }
+fi
+if [ $rig = 1 ]; then
+  cc -shared -fPIC -O2 -o "$out/hostid_shim.so" "$root/docs/validation/nvidia-1gpu-2hosts/hostid_shim.c" -ldl || exit 4
+  export LD_PRELOAD=$out/hostid_shim.so NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
+fi
+fresh_mps() { :; }
+if [ $mps = 1 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  LD_PRELOAD= nvidia-cuda-mps-control -d || { echo "cannot start an MPS control daemon" >&2; exit 4; }
+  trap 'echo quit | nvidia-cuda-mps-control; sleep 1' EXIT
+  echo set_default_active_thread_percentage 50 | nvidia-cuda-mps-control >/dev/null
+  # Only this daemon's server: it was started with our pipe folder in its environment.
+  fresh_mps() {
+    local pid
+    for pid in $(pgrep -f nvidia-cuda-mps-server); do
+      # the server's own environment, or its parent's (the control daemon that started it)
+      for p in "$pid" "$(ps -o ppid= -p "$pid" | tr -d ' ')"; do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY"; then
+          kill -9 "$pid"; break
+        fi
+      done
+    done
+    sleep 0.5
+  }
+fi
 
 course=() course_dir=$root
 if [ $one_gpu = 1 ]; then
@@ -131,6 +167,7 @@ while IFS='|' read -r ex what name expect min_ranks words; do
   start=$SECONDS
   (cd "$ws" && "${args[@]}" >"$file" 2>"$file.stderr")
   rc=$?
+  fresh_mps
   secs=$((SECONDS - start))
   row=$(python3 - "$file" "$expect" "$words" "$rc" "$secs" <<'PY'
 import json, sys
