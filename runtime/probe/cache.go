@@ -12,8 +12,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/mgpu-learn/mgpu-learn/internal/filelock"
 )
 
 // cacheVersion changes when the cache file's shape or the meaning of its facts changes.
@@ -186,29 +187,9 @@ func saveCache(path, key string, stamps map[string]string, f *Facts) error {
 // returns its release. A lock that cannot be taken in time, or at all (a read-only cache
 // folder), is not an error: the probe then runs unlocked, as it would without a cache.
 func lockProbe(ctx context.Context, path string, wait time.Duration) func() {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	unlock, ok, err := filelock.Lock(ctx, path, wait)
+	if err != nil || !ok {
 		return func() {}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return func() {}
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}
-		}
-		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) || ctx.Err() != nil {
-			f.Close()
-			return func() {}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return unlock
 }

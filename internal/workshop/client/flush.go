@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/mgpu-learn/mgpu-learn/internal/filelock"
 	"github.com/mgpu-learn/mgpu-learn/internal/workshop/api"
 )
 
@@ -279,38 +279,7 @@ func StartDetached(exe string, args []string, dir, logPath string) error {
 
 // lockFile takes an exclusive flock on name, waiting up to wait (0: one try). ok is false when
 // another process holds it.
-func lockFile(ctx context.Context, name string, wait time.Duration) (unlock func(), ok bool, err error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
-	if errors.Is(err, os.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(name), 0o700); err == nil {
-			f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
-		}
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	deadline := time.Now().Add(wait)
-	pause := time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, true, nil
-		}
-		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
-			f.Close()
-			return nil, false, fmt.Errorf("locking %s: %w", name, err)
-		}
-		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			f.Close()
-			return nil, false, nil
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 50*time.Millisecond)
-	}
-}
+var lockFile = filelock.Lock
 
 // Forget removes the class from the workspace: the config with its token, the queue, the
 // rejected reports and the log. It waits up to wait for a sender to finish its round.
