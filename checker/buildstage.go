@@ -45,6 +45,7 @@ type learnerFile struct {
 	Show   string // as the learner sees it
 	Object string // compiled object (c/cuda)
 	PP     string // its preprocessed lines (c/cuda; runtime/build/preprocess.go)
+	PTX    string // the PTX nvcc made of it (.cu files; the ordering rule reads it)
 }
 
 func isHeader(name string) bool {
@@ -267,6 +268,7 @@ func (k *check) build(ctx context.Context) *program {
 		if isSource(lf.Name) {
 			prog.learner[i].Object = res.Objects[lf.Show]
 			prog.learner[i].PP = res.Preprocessed[lf.Show]
+			prog.learner[i].PTX = res.PTX[lf.Show]
 		}
 	}
 	prog.argv = []string{res.Binary}

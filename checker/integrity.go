@@ -30,6 +30,7 @@ const (
 	ruleInterpose = "interpose" // a definition that replaces a function the driver or harness uses
 	rulePython    = "python"    // a route mgpu_policy.py refuses
 	ruleSide      = "side"      // a C library route between processes or into the system
+	ruleOrdering  = "ordering"  // a flag between GPUs with relaxed order (ordering.go)
 )
 
 // sideRoutes are C library functions that move data between processes, or reach the machine,

@@ -43,6 +43,10 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 			iv = append(iv, lv...)
 		}
 	}
+	var ov []Violation // relaxed flags between GPUs (ordering.go)
+	if err == nil && e.Ordering == "system" && e.Kind == "cuda" {
+		ov, err = orderingViolations(prog)
+	}
 	if err != nil {
 		k.fail(StagePolicy, FaultRunner, "the integrity check could not run", err.Error())
 		return false
@@ -69,7 +73,20 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		k.fail(StagePolicy, FaultYou, fmt.Sprintf("not allowed: %s in %s", v.Symbol, v.File), msg)
 		return false
 	}
+	if len(ov) > 0 {
+		k.rep.Policy = append(ov, violations...)
+		msg := orderingMessage(ov)
+		if len(violations) > 0 {
+			msg += "\n" + forbiddenMessage(violations)
+		}
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("relaxed flag between GPUs: %s in %s", ov[0].Symbol, ov[0].File), msg)
+		return false
+	}
 	if len(e.Forbid) == 0 {
+		if e.Ordering == "system" {
+			k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked; flags between GPUs ordered; nothing forbidden", checked))
+			return true
+		}
 		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked; nothing forbidden", checked))
 		return true
 	}
@@ -82,6 +99,10 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		v := violations[0]
 		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Name(), v.File), forbiddenMessage(violations))
 		return false
+	}
+	if e.Ordering == "system" {
+		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s); flags between GPUs ordered", nobj, len(e.Forbid)))
+		return true
 	}
 	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)", nobj, len(e.Forbid)))
 	return true

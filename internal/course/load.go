@@ -491,6 +491,13 @@ func (v *exerciseCheck) check() {
 			}
 		}
 	}
+	switch {
+	case m.Ordering == "":
+	case m.Ordering != "system":
+		v.errAt(v.key("ordering"), "ordering %q: the only rule is \"system\" (flags between GPUs)", m.Ordering)
+	case m.Kind != "cuda":
+		v.errAt(v.key("ordering"), "ordering reads the PTX of CUDA sources; this exercise's kind is %q", m.Kind)
+	}
 	for i, h := range m.Hints {
 		if strings.TrimSpace(h) == "" {
 			v.errAt(v.at("hints", i), "hint is empty")

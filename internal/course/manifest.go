@@ -33,12 +33,17 @@ type Manifest struct {
 	// module.
 	Verifier bool `yaml:"verifier"`
 
-	Build    Build          `yaml:"build"`
-	Launch   Launch         `yaml:"launch"`
-	Requires Requirements   `yaml:"requires"`
-	Cases    []Case         `yaml:"cases"`
-	Perf     *Perf          `yaml:"perf"`
-	Forbid   []Forbidden    `yaml:"forbid"`
+	Build    Build        `yaml:"build"`
+	Launch   Launch       `yaml:"launch"`
+	Requires Requirements `yaml:"requires"`
+	Cases    []Case       `yaml:"cases"`
+	Perf     *Perf        `yaml:"perf"`
+	Forbid   []Forbidden  `yaml:"forbid"`
+	// Ordering "system": the learner's device code signals and waits across GPUs, and the
+	// policy stage reads its PTX for flag operations at system scope with relaxed order (a
+	// signal no release or fence orders after the data; a spin wait no acquire or fence
+	// orders before the reads). checker/ordering.go; "" checks nothing.
+	Ordering string         `yaml:"ordering"`
 	Hints    []string       `yaml:"hints"`
 	Timeout  Duration       `yaml:"timeout"`
 	Starter  StarterOutcome `yaml:"starter"`

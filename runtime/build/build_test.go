@@ -564,6 +564,16 @@ int main() { printf("%d\n", core_value()); return 0; }
 		t.Errorf("second CUDA build not cached: %+v", again)
 	}
 
+	// The PTX of the learner's .cu file is kept for the policy stage's ordering rule, and
+	// found again with a cached build; the C and driver sources have none.
+	ptx, err := os.ReadFile(res.PTX["scale.cu"])
+	if err != nil || !strings.Contains(string(ptx), ".entry") || !strings.Contains(string(ptx), "scale_kernel") {
+		t.Errorf("PTX of scale.cu (%v):\n%.600s", err, ptx)
+	}
+	if len(res.PTX) != 1 || again.PTX["scale.cu"] != res.PTX["scale.cu"] {
+		t.Errorf("PTX %v, cached build's %v", res.PTX, again.PTX)
+	}
+
 	// Both of nvcc's passes are kept for the policy stage: device code (under __CUDA_ARCH__)
 	// and host code, macros expanded.
 	pp, err := os.ReadFile(res.Preprocessed["scale.cu"])

@@ -60,6 +60,7 @@ type object struct {
 	key     key
 	path    string // in the cache, once there
 	pp      string // learner sources: the preprocessed learner lines, in the cache (preprocess.go)
+	ptx     string // learner .cu sources: the PTX nvcc made of them, in the cache (preprocess.go)
 	log     string // stored form (placeholders)
 	cached  bool
 	failed  bool
@@ -87,14 +88,18 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Objects: map[string]string{}, Preprocessed: map[string]string{}}
+	res := &Result{Objects: map[string]string{}, Preprocessed: map[string]string{}, PTX: map[string]string{}}
 	var misses []*object
 	for _, o := range objs {
 		if !req.Rebuild {
 			if path, log, ok := b.cache.get(o.key, ".o"); ok {
 				pp, _, ppOK := b.cache.get(ppKey(o.key), ".pp")
-				if o.src.Role != RoleLearner || ppOK {
-					o.path, o.log, o.pp, o.cached = path, log, pp, true
+				ptx, _, ptxOK := b.cache.get(ptxKey(o.key), ".ptx")
+				if p.keepArgs(o.abs, "") == nil {
+					ptxOK = true // nvcc kept no PTX of this source: there is none to have
+				}
+				if o.src.Role != RoleLearner || ppOK && ptxOK {
+					o.path, o.log, o.pp, o.ptx, o.cached = path, log, pp, ptx, true
 					continue
 				}
 			}
@@ -123,6 +128,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		if o.src.Role == RoleLearner {
 			res.Objects[o.src.Show] = o.path
 			res.Preprocessed[o.src.Show] = o.pp
+			if o.ptx != "" {
+				res.PTX[o.src.Show] = o.ptx
+			}
 		} else {
 			res.CourseObjects = append(res.CourseObjects, o.path)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -232,6 +233,48 @@ func (b *Builder) preprocessed(ctx context.Context, p *plan, o *object, out, kee
 		return fmt.Errorf("build: cache: %w", err)
 	}
 	if o.pp, err = b.cache.put(ppKey(o.key), ".pp", tmp, ""); err != nil {
+		return fmt.Errorf("build: cache: %w", err)
+	}
+	return b.keepPTX(o, out, keep)
+}
+
+// ptxKey is the cache key of a learner object's PTX.
+func ptxKey(k key) key {
+	h := sha256.New()
+	h.Write(k[:])
+	h.Write([]byte("ptx v1"))
+	var out key
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// keepPTX stores the PTX that nvcc left in keep (one file per virtual architecture) as one
+// file: what the learner's device code compiled to, which a policy rule can read
+// (checker/ordering.go). Nothing is stored when the compile kept no PTX.
+func (b *Builder) keepPTX(o *object, out, keep string) error {
+	if keep == "" {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(keep, "*.ptx"))
+	if len(files) == 0 {
+		return nil
+	}
+	sort.Strings(files)
+	var all bytes.Buffer
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("build: reading the PTX of %s: %w", o.src.Show, err)
+		}
+		all.Write(data)
+		all.WriteByte('\n')
+	}
+	tmp := out + ".ptx"
+	if err := os.WriteFile(tmp, all.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("build: cache: %w", err)
+	}
+	var err error
+	if o.ptx, err = b.cache.put(ptxKey(o.key), ".ptx", tmp, ""); err != nil {
 		return fmt.Errorf("build: cache: %w", err)
 	}
 	return nil

@@ -70,6 +70,10 @@ type Result struct {
 	// stage reads the calls there too): "<base>:<line>\t<text>" per line, only lines from the
 	// learner's directory, every compiler pass (nvcc's device and host passes) together.
 	Preprocessed map[string]string
+	// PTX maps a learner .cu source's Show path to the PTX nvcc made of it (every architecture's,
+	// one after the other), for the policy stage's memory-ordering rule (docs/manifest.md,
+	// ordering). Sources nvcc keeps no PTX of (C files) are absent.
+	PTX map[string]string
 	// CourseObjects are the driver's and the harness's objects (the policy stage reads which
 	// symbols they use, so that a learner's object cannot replace one of them).
 	CourseObjects []string

@@ -1,0 +1,128 @@
+package checker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writePTX(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.ptx")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The rule on hand-made functions: what counts as a signal and a wait, and what orders them.
+func TestOrderingFindings(t *testing.T) {
+	const head = ".version 9.0\n.target sm_90\n.address_size 64\n"
+	cases := []struct {
+		name string
+		body string
+		want []string // "kind instr"
+	}{
+		{"release and acquire", `.visible .entry k(
+)
+{
+	st.global.f32 [%rd1], %f1;
+	atom.add.release.sys.u32 %r1, [%rd2], 1;
+$L__BB0_1:
+	ld.acquire.sys.b32 %r2, [%rd3];
+	@%p1 bra $L__BB0_1;
+	ret;
+}`, nil},
+		{"relaxed signal and wait", `.visible .entry k(
+)
+{
+	atom.sys.add.u32 %r1, [%rd2], 1;
+$L__BB0_1:
+	ld.relaxed.sys.b32 %r2, [%rd3];
+	@%p1 bra $L__BB0_1;
+	ret;
+}`, []string{"signal atom.sys.add.u32", "wait ld.relaxed.sys.b32"}},
+		{"fences make relaxed flags right", `.visible .entry k(
+)
+{
+	fence.acq_rel.sys;
+	st.relaxed.sys.u32 [%rd2], %r1;
+$L__BB0_1:
+	atom.relaxed.sys.cas.b32 %r2, [%rd3], 0, 0;
+	@%p1 bra $L__BB0_1;
+	membar.sys;
+	ret;
+}`, nil},
+		{"a fence after a signal does not order it; a gpu fence is not enough", `.visible .entry k(
+)
+{
+	fence.acq_rel.gpu;
+	red.relaxed.sys.global.add.u32 [%rd2], 1;
+	fence.sc.sys;
+	ret;
+}`, []string{"signal red.relaxed.sys.global.add.u32"}},
+		{"float atomics are data; one function's fence does not order another's flag", `.visible .entry a(
+)
+{
+	red.relaxed.sys.global.add.f32 [%rd2], %f1;
+	atom.add.sys.bf16x2 %r1, [%rd2], %r3;
+	fence.sc.sys;
+	ret;
+}
+.visible .func (.param .b32 func_retval0) _Z6signalPj(
+	.param .b64 p
+)
+{
+	@%p2 st.relaxed.sys.global.u32 [%rd2], %r1;
+	ret;
+}`, []string{"signal st.relaxed.sys.global.u32"}},
+	}
+	for _, c := range cases {
+		found, err := orderingFindings(writePTX(t, head+c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range found {
+			got = append(got, f.Kind+" "+f.Instr)
+		}
+		if strings.Join(got, "; ") != strings.Join(c.want, "; ") {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// nvcc's own PTX of module5/flag-barrier (nvcc 13.0, -rdc=true -arch=sm_90): the reference
+// solution passes, the relaxed-flag variant (atomicAdd_system for the count) is found, and the
+// policy message names the file and the function.
+func TestOrderingOnFlagBarrierPTX(t *testing.T) {
+	ok, err := orderingFindings("testdata/ordering/flag-barrier-solution.ptx")
+	if err != nil || len(ok) != 0 {
+		t.Fatalf("solution: %+v %v", ok, err)
+	}
+	prog := &program{learner: []learnerFile{{Name: "exchange_tile.cu", Show: "exchange_tile.cu", PTX: "testdata/ordering/flag-barrier-relaxed-flag.ptx"}}}
+	vs, err := orderingViolations(prog)
+	if err != nil || len(vs) != 1 {
+		t.Fatalf("relaxed-flag: %+v %v", vs, err)
+	}
+	v := vs[0]
+	if v.Symbol != "atom.sys.add.u32" || v.File != "exchange_tile.cu" || v.Rule != ruleOrdering ||
+		!strings.Contains(v.Why, "exchange_tile(") || !strings.Contains(v.Why, "release") {
+		t.Errorf("violation %+v", v)
+	}
+	if msg := orderingMessage(vs); !strings.Contains(msg, "atom.sys.add.u32 (in exchange_tile.cu)") {
+		t.Errorf("message %q", msg)
+	}
+}
+
+// nvcc's PTX (13.0, sm_90) of correct flag code written three common ways
+// (testdata/ordering/correct-patterns.cu): cuda::atomic_ref with its default seq_cst order
+// (a fence.sc.sys before relaxed or acquire instructions), atomicAdd_system and a volatile wait
+// between __threadfence_system() calls, and a CAS loop between fences. None is refused.
+func TestOrderingAcceptsCorrectPatterns(t *testing.T) {
+	found, err := orderingFindings("testdata/ordering/correct-patterns.ptx")
+	if err != nil || len(found) != 0 {
+		t.Fatalf("findings %+v, err %v", found, err)
+	}
+}
