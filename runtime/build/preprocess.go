@@ -45,10 +45,16 @@ func (p *plan) preprocessArgs(src, out string) []string {
 }
 
 // ppKey is the cache key of a learner object's preprocessed lines.
-func ppKey(k key) key {
+func ppKey(k key) key { return sideKey(k, "preprocessed lines v1") }
+
+// ptxKey is the cache key of a learner object's PTX.
+func ptxKey(k key) key { return sideKey(k, "ptx v1") }
+
+// sideKey is the cache key of something kept beside the object of key k.
+func sideKey(k key, what string) key {
 	h := sha256.New()
 	h.Write(k[:])
-	h.Write([]byte("preprocessed lines v1"))
+	h.Write([]byte(what))
 	var out key
 	copy(out[:], h.Sum(nil))
 	return out
@@ -236,16 +242,6 @@ func (b *Builder) preprocessed(ctx context.Context, p *plan, o *object, out, kee
 		return fmt.Errorf("build: cache: %w", err)
 	}
 	return b.keepPTX(o, out, keep)
-}
-
-// ptxKey is the cache key of a learner object's PTX.
-func ptxKey(k key) key {
-	h := sha256.New()
-	h.Write(k[:])
-	h.Write([]byte("ptx v1"))
-	var out key
-	copy(out[:], h.Sum(nil))
-	return out
 }
 
 // keepPTX stores the PTX that nvcc left in keep (one file per virtual architecture) as one
