@@ -261,3 +261,14 @@ func ptxFuncLabel(name string) string {
 	}
 	return name + "()"
 }
+
+// PolicyTitle heads a report's list of policy violations: "relaxed flags between GPUs" when
+// the ordering rule made them all, else "forbidden calls".
+func PolicyTitle(vs []Violation) string {
+	for _, v := range vs {
+		if v.Rule != ruleOrdering {
+			return "forbidden calls"
+		}
+	}
+	return "relaxed flags between GPUs"
+}

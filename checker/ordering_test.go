@@ -126,3 +126,15 @@ func TestOrderingAcceptsCorrectPatterns(t *testing.T) {
 		t.Fatalf("findings %+v, err %v", found, err)
 	}
 }
+
+// The report's heading says what kind of policy findings it lists.
+func TestPolicyTitle(t *testing.T) {
+	ord := Violation{Symbol: "atom.sys.add.u32", Rule: ruleOrdering}
+	call := Violation{Symbol: "ncclAllReduce"}
+	if got := PolicyTitle([]Violation{ord}); got != "relaxed flags between GPUs" {
+		t.Errorf("ordering only: %q", got)
+	}
+	if got := PolicyTitle([]Violation{ord, call}); got != "forbidden calls" {
+		t.Errorf("mixed: %q", got)
+	}
+}

@@ -165,13 +165,7 @@ func (t *textWriter) report(r *Report) {
 		t.printf("  build log: %s\n", r.Build.Log)
 	}
 	if len(r.Policy) > 0 {
-		heading := "relaxed flags between GPUs"
-		for _, v := range r.Policy {
-			if v.Rule != ruleOrdering {
-				heading = "forbidden calls"
-			}
-		}
-		t.printf("\n  %s:\n", heading)
+		t.printf("\n  %s:\n", PolicyTitle(r.Policy))
 		for _, v := range r.Policy {
 			t.printf("    %s in %s", v.Name(), v.File)
 			if v.Why != "" {

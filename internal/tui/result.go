@@ -172,7 +172,8 @@ func (v *resultView) fill() {
 	}
 
 	if len(r.Policy) > 0 {
-		add("", st.bold.Render("Forbidden calls"))
+		title := checker.PolicyTitle(r.Policy)
+		add("", st.bold.Render(strings.ToUpper(title[:1])+title[1:]))
 		for _, p := range r.Policy {
 			line := fmt.Sprintf("  %s in %s", p.Name(), p.File)
 			if p.Why != "" {
