@@ -206,6 +206,10 @@ func orderingViolations(prog *program) ([]Violation, error) {
 	var vs []Violation
 	for _, lf := range prog.learner {
 		if lf.PTX == "" {
+			if strings.EqualFold(filepath.Ext(lf.Name), ".cu") {
+				// Never a silent pass: a .cu file of the learner always has PTX (runtime/build).
+				return nil, fmt.Errorf("the build kept no PTX of %s, so its flags cannot be read", lf.Show)
+			}
 			continue
 		}
 		found, err := orderingFindings(lf.PTX)

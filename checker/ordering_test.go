@@ -138,3 +138,11 @@ func TestPolicyTitle(t *testing.T) {
 		t.Errorf("mixed: %q", got)
 	}
 }
+
+// A learner .cu file without its PTX stops the rule with an error (the runner's), never a pass.
+func TestOrderingNeedsThePTX(t *testing.T) {
+	prog := &program{learner: []learnerFile{{Name: "one_shot.cu", Show: "one_shot.cu"}, {Name: "notes.h", Show: "notes.h"}}}
+	if _, err := orderingViolations(prog); err == nil || !strings.Contains(err.Error(), "no PTX of one_shot.cu") {
+		t.Errorf("err %v", err)
+	}
+}
