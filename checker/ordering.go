@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -189,13 +188,15 @@ func relaxedFlags(fn string, body []ptxInstr, labels map[string]int) []orderingF
 	return out
 }
 
+// ptxFloatTypes are PTX's floating-point types: an operation on them moves data, not a flag.
+var ptxFloatTypes = map[string]bool{"f16": true, "f16x2": true, "bf16": true, "bf16x2": true,
+	"f32": true, "f64": true, "e4m3x2": true, "e5m2x2": true}
+
 // floatType: the operation's type is floating point (data, not a flag).
 func floatType(mods map[string]bool) bool {
 	for m := range mods {
-		if strings.HasPrefix(m, "f") || strings.HasPrefix(m, "bf") {
-			if _, err := strconv.Atoi(strings.TrimLeft(strings.TrimSuffix(strings.TrimSuffix(m, "x2"), "x4"), "bf")); err == nil {
-				return true
-			}
+		if ptxFloatTypes[m] {
+			return true
 		}
 	}
 	return false
@@ -254,14 +255,8 @@ func orderingMessage(vs []Violation) string {
 // ptxFuncLabel is a PTX function's name as the learner wrote it: a C++ name's identifier
 // (_Z13exchange_tilePK9symm_view... is "exchange_tile()"), else the name.
 func ptxFuncLabel(name string) string {
-	if rest, ok := strings.CutPrefix(name, "_Z"); ok {
-		i := 0
-		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-			i++
-		}
-		if l, err := strconv.Atoi(rest[:i]); err == nil && l > 0 && i+l <= len(rest) {
-			return rest[i:i+l] + "()"
-		}
+	if n, ok := mangledFreeName(name); ok {
+		return n + "()"
 	}
 	return name + "()"
 }

@@ -82,12 +82,12 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		k.fail(StagePolicy, FaultYou, fmt.Sprintf("relaxed flag between GPUs: %s in %s", ov[0].Symbol, ov[0].File), msg)
 		return false
 	}
+	ordered := ""
+	if e.Ordering == "system" {
+		ordered = "; flags between GPUs ordered"
+	}
 	if len(e.Forbid) == 0 {
-		if e.Ordering == "system" {
-			k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked; flags between GPUs ordered; nothing forbidden", checked))
-			return true
-		}
-		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked; nothing forbidden", checked))
+		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d file(s) checked%s; nothing forbidden", checked, ordered))
 		return true
 	}
 	if e.Kind == "python" {
@@ -100,11 +100,7 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Name(), v.File), forbiddenMessage(violations))
 		return false
 	}
-	if e.Ordering == "system" {
-		k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s); flags between GPUs ordered", nobj, len(e.Forbid)))
-		return true
-	}
-	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)", nobj, len(e.Forbid)))
+	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)%s", nobj, len(e.Forbid), ordered))
 	return true
 }
 
@@ -318,6 +314,23 @@ func demangledName(s string) string {
 // symbolMatches says whether an object's symbol is the forbidden one: the same C name (a
 // version suffix "@GLIBC_2.14" aside), or a C++ mangled name that contains it ("_Z13lib_sum...",
 // "ns::fn" as "2ns2fn").
+// mangledFreeName is the name of a mangled free function, _Z<length><name>...: "exchange_tile"
+// for _Z13exchange_tilePK9symm_view...
+func mangledFreeName(sym string) (string, bool) {
+	rest, ok := strings.CutPrefix(sym, "_Z")
+	if !ok {
+		return "", false
+	}
+	i := 0
+	for i < len(rest) && isIdentDigit(rest[i]) {
+		i++
+	}
+	if l, err := strconv.Atoi(rest[:i]); err == nil && l > 0 && i+l <= len(rest) {
+		return rest[i : i+l], true
+	}
+	return "", false
+}
+
 func symbolMatches(sym, forbidden string) bool {
 	if i := strings.IndexByte(sym, '@'); i > 0 {
 		sym = sym[:i]
@@ -335,14 +348,8 @@ func symbolMatches(sym, forbidden string) bool {
 			return true
 		}
 		// A mangled free function, _Z<length><name>...
-		if rest, ok := strings.CutPrefix(sym, "_Z"); ok {
-			i := 0
-			for i < len(rest) && isIdentDigit(rest[i]) {
-				i++
-			}
-			if l, err := strconv.Atoi(rest[:i]); err == nil && l > 0 && i+l <= len(rest) {
-				return globMatch(forbidden, rest[i:i+l])
-			}
+		if name, ok := mangledFreeName(sym); ok {
+			return globMatch(forbidden, name)
 		}
 		return false
 	}
