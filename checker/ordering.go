@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -14,18 +15,26 @@ import (
 // A signal that nothing orders after the data, or a spin wait that nothing orders before the
 // reads that follow it, is a race: it passes most runs, on two PEs of one GPU every run
 // (docs/validation/nvidia-1gpu-2hosts), and no test can be sure to catch it. The instructions
-// say it outright, so the rule needs no luck:
+// say it outright, so the rule needs no luck. Following every path of a function's control
+// flow, it refuses
 //
 //   - a signal: a system-scope store or reduction, or a system-scope atomic outside a loop,
-//     whose order is relaxed (PTX's default for atom and red), with no system-scope fence
-//     (fence.sc.sys, fence.acq_rel.sys, membar.sys) before it in its function;
+//     whose order is relaxed (PTX's default for atom and red), unless on every path to it a
+//     system-scope fence (fence.sc.sys, fence.acq_rel.sys, membar.sys) comes after the last
+//     data write;
 //   - a wait: a system-scope load, or a system-scope atomic inside a loop (a backward branch
-//     spans it), whose order is relaxed, with no system-scope fence after it in its function.
+//     spans it), whose order is relaxed, when a path from it reaches a data read or write
+//     with no such fence between.
 //
-// Floating-point atomics are data (a sum made in a peer's buffer), not flags, and are left
-// alone; so are volatile accesses, which compile the same for data and flags. What the rule
-// cannot see (a fence in a caller when the signal is in a separate function, a fence on the
-// wrong branch) it lets pass: it never refuses code whose flags carry release and acquire.
+// Data is what global (or generic) memory holds apart from flags: plain loads and stores,
+// floating-point atomics (a sum made in a peer's buffer), TMA copies (cp.async), and a call.
+// Flags are integer accesses with a scope or volatile ones, and integer atomics. A fence that
+// is guarded by a predicate orders accesses guarded by the same predicate, until it changes.
+// Volatile waits are left alone (volatile compiles the same for data and flags). The end of a
+// kernel orders what a later kernel reads; a device function's return is an access (its
+// caller's reads come next). What the rule cannot see it refuses, never passes:
+// a fence in a caller when the signal is in a separate (non-inlined) function counts for
+// nothing there. It never refuses code whose flags carry release and acquire.
 
 // orderingFinding is one relaxed flag operation of the learner's PTX.
 type orderingFinding struct {
@@ -43,13 +52,16 @@ var (
 	ptxLabel     = regexp.MustCompile(`^\s*([A-Za-z_$][\w$]*):`)
 )
 
-// ptxInstr is one instruction of a function: its line index in the function, opcode, the
-// modifiers of the opcode, the branch target (bra) and the source place in effect.
+// ptxInstr is one instruction of a function: its index in the function, opcode, the modifiers
+// of the opcode, its guard predicate ("%p1", "!%p1", "" when unguarded), the first operand
+// (the destination of most instructions), the branch target (bra) and the source place.
 type ptxInstr struct {
 	i      int
 	op     string
 	mods   map[string]bool
 	full   string
+	pred   string
+	dest   string
 	target string
 	where  string
 }
@@ -64,11 +76,12 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 	files := map[string]string{}
 	var out []orderingFinding
 	var fn string
+	entry := false
 	var body []ptxInstr
 	labels := map[string]int{}
 	where := ""
 	flush := func() {
-		out = append(out, relaxedFlags(fn, body, labels)...)
+		out = append(out, relaxedFlags(fn, entry, body, labels)...)
 		body, labels = nil, map[string]int{}
 	}
 	sc := bufio.NewScanner(f)
@@ -90,7 +103,7 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 		}
 		if ptxFuncStart.MatchString(line) {
 			flush()
-			fn = ""
+			fn, entry = "", strings.Contains(line, ".entry")
 			if m := ptxFuncName.FindAllStringSubmatch(line, -1); len(m) > 0 {
 				fn = m[len(m)-1][1]
 			}
@@ -104,20 +117,24 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 		if t == "" || strings.HasPrefix(t, ".") || strings.HasPrefix(t, "{") || strings.HasPrefix(t, "}") || strings.HasPrefix(t, ")") {
 			continue
 		}
-		words := strings.Fields(strings.TrimRight(t, ";"))
+		words := strings.Fields(strings.ReplaceAll(strings.TrimRight(t, ";"), ",", " "))
+		pred := ""
 		if strings.HasPrefix(words[0], "@") { // a predicate: @%p1 or @!%p1
-			words = words[1:]
+			pred, words = words[0][1:], words[1:]
 		}
 		if len(words) == 0 {
 			continue
 		}
 		parts := strings.Split(words[0], ".")
-		in := ptxInstr{i: len(body), op: parts[0], mods: map[string]bool{}, full: words[0], where: where}
+		in := ptxInstr{i: len(body), op: parts[0], mods: map[string]bool{}, full: words[0], pred: pred, where: where}
 		for _, m := range parts[1:] {
 			in.mods[m] = true
 		}
+		if len(words) > 1 {
+			in.dest = words[1]
+		}
 		if in.op == "bra" && len(words) > 1 {
-			in.target = strings.TrimRight(words[len(words)-1], ";")
+			in.target = words[len(words)-1]
 		}
 		body = append(body, in)
 	}
@@ -128,61 +145,367 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 	return out, nil
 }
 
-// relaxedFlags applies the rule to one function's instructions.
-func relaxedFlags(fn string, body []ptxInstr, labels map[string]int) []orderingFinding {
-	type span struct{ from, to int }
-	var loops []span
+// relaxedFlags applies the rule to one function's instructions (entry: a kernel, else a device
+// function). It follows every path of the function's control flow, so a fence counts only where
+// it lies on all paths between the data and the flag: a fence before the data writes, on one
+// branch of an if, or after the reads that follow a wait does not order them.
+func relaxedFlags(fn string, entry bool, body []ptxInstr, labels map[string]int) []orderingFinding {
+	if len(body) == 0 {
+		return nil
+	}
+	succ := ptxSuccessors(body, labels)
+	inLoop := ptxLoops(body, labels)
+	kinds := make([]string, len(body))
 	for _, in := range body {
-		if in.op == "bra" {
-			if at, ok := labels[in.target]; ok && at <= in.i {
-				loops = append(loops, span{at, in.i})
+		kinds[in.i] = flagKind(in, inLoop[in.i])
+	}
+
+	// Forward over the control flow to a fixed point: sig[i] is what is fenced on entry to i
+	// over every path (a must property), wait[i] the relaxed waits some path brings to i with
+	// no fence since (a may property). nil: i not reached yet.
+	sig := make([]*fenced, len(body))
+	wait := make([]*pendingWaits, len(body))
+	sig[0] = &fenced{under: map[string]bool{}}
+	wait[0] = &pendingWaits{waits: map[int]bool{}, cleared: map[string]map[int]bool{}}
+	work := []int{0}
+	queued := map[int]bool{0: true}
+	for len(work) > 0 {
+		i := work[0]
+		work = work[1:]
+		queued[i] = false
+		s, w := sig[i].after(body[i], kinds[i]), wait[i].after(body[i], kinds[i])
+		for _, j := range succ[i] {
+			ns, nw := s, w
+			if sig[j] != nil {
+				ns, nw = sig[j].meet(s), wait[j].join(w)
+				if ns.equal(sig[j]) && nw.equal(wait[j]) {
+					continue
+				}
+			}
+			sig[j], wait[j] = ns, nw
+			if !queued[j] {
+				queued[j] = true
+				work = append(work, j)
 			}
 		}
 	}
-	inLoop := func(i int) bool {
-		for _, l := range loops {
-			if l.from <= i && i <= l.to {
-				return true
-			}
-		}
-		return false
-	}
-	var fences []int
-	for _, in := range body {
-		if in.mods["sys"] && (in.op == "membar" || in.op == "fence" && (in.mods["sc"] || in.mods["acq_rel"])) {
-			fences = append(fences, in.i)
-		}
-	}
-	fenceBefore := func(i int) bool { return len(fences) > 0 && fences[0] < i }
-	fenceAfter := func(i int) bool { return len(fences) > 0 && fences[len(fences)-1] > i }
+
 	var out []orderingFinding
+	waitsFound := map[int]bool{}
 	for _, in := range body {
-		if !in.mods["sys"] || floatType(in.mods) {
+		if sig[in.i] == nil { // unreachable
 			continue
 		}
-		release := in.mods["release"] || in.mods["acq_rel"]
-		acquire := in.mods["acquire"] || in.mods["acq_rel"]
-		kind := ""
-		switch in.op {
-		case "st", "red":
-			if !release && !fenceBefore(in.i) {
-				kind = "signal"
-			}
-		case "ld":
-			if !acquire && !fenceAfter(in.i) {
-				kind = "wait"
-			}
-		case "atom":
-			if inLoop(in.i) {
-				if !acquire && !fenceAfter(in.i) {
-					kind = "wait"
-				}
-			} else if !release && !fenceBefore(in.i) {
-				kind = "signal"
+		if kinds[in.i] == "signal" && !sig[in.i].covers(in.pred) {
+			out = append(out, orderingFinding{Instr: in.full, Func: fn, Where: in.where, Kind: "signal"})
+		}
+		// A device function's return leads to its caller's accesses; a kernel's ends them
+		// (the next kernel is ordered after it).
+		if reads, writes := dataAccess(in); reads || writes || in.op == "ret" && !entry {
+			for w := range wait[in.i].open(in.pred) {
+				waitsFound[w] = true
 			}
 		}
-		if kind != "" {
-			out = append(out, orderingFinding{Instr: in.full, Func: fn, Where: in.where, Kind: kind})
+	}
+	for _, in := range body {
+		if waitsFound[in.i] {
+			out = append(out, orderingFinding{Instr: in.full, Func: fn, Where: in.where, Kind: "wait"})
+		}
+	}
+	return out
+}
+
+// ptxSuccessors: the instructions control may go to after each one.
+func ptxSuccessors(body []ptxInstr, labels map[string]int) [][]int {
+	succ := make([][]int, len(body))
+	allLabels := func() []int {
+		var at []int
+		for _, j := range labels {
+			if j < len(body) {
+				at = append(at, j)
+			}
+		}
+		return at
+	}
+	for _, in := range body {
+		next := in.i + 1
+		switch {
+		case in.op == "ret" || in.op == "exit" || in.op == "trap":
+			if in.pred != "" && next < len(body) {
+				succ[in.i] = []int{next}
+			}
+			continue
+		case in.op == "bra":
+			if at, ok := labels[in.target]; ok && at < len(body) {
+				succ[in.i] = append(succ[in.i], at)
+			}
+			if in.pred == "" {
+				continue
+			}
+		case in.op == "brx": // an indirect branch: any label
+			succ[in.i] = allLabels()
+		}
+		if next < len(body) {
+			succ[in.i] = append(succ[in.i], next)
+		}
+	}
+	return succ
+}
+
+// ptxLoops marks the instructions a backward branch spans.
+func ptxLoops(body []ptxInstr, labels map[string]int) []bool {
+	in := make([]bool, len(body))
+	for _, b := range body {
+		if b.op == "bra" {
+			if at, ok := labels[b.target]; ok && at <= b.i {
+				for j := at; j <= b.i; j++ {
+					in[j] = true
+				}
+			}
+		}
+	}
+	return in
+}
+
+// sysFence: a fence that orders everything before it with everything after it, at system scope.
+func sysFence(in ptxInstr) bool {
+	return in.mods["sys"] && (in.op == "membar" || in.op == "fence" && (in.mods["sc"] || in.mods["acq_rel"]))
+}
+
+// flagKind says whether an instruction is a relaxed flag operation at system scope: "signal",
+// "wait" or "".
+func flagKind(in ptxInstr, inLoop bool) string {
+	if !in.mods["sys"] || floatType(in.mods) {
+		return ""
+	}
+	release := in.mods["release"] || in.mods["acq_rel"]
+	acquire := in.mods["acquire"] || in.mods["acq_rel"]
+	switch in.op {
+	case "st", "red":
+		if !release {
+			return "signal"
+		}
+	case "ld":
+		if !acquire {
+			return "wait"
+		}
+	case "atom":
+		if inLoop && !acquire {
+			return "wait"
+		}
+		if !inLoop && !release {
+			return "signal"
+		}
+	}
+	return ""
+}
+
+// dataAccess says whether an instruction reads or writes data in global memory (or memory
+// that may be global): what a signal must be ordered after and a wait before. Flags are not
+// data: integer accesses with a scope (an atomic_ref's loads and stores) or volatile ones, and
+// integer atomics. A call may do either.
+func dataAccess(in ptxInstr) (reads, writes bool) {
+	local := false
+	for m := range in.mods {
+		if strings.HasPrefix(m, "shared") || m == "local" || m == "param" || m == "const" {
+			local = true
+		}
+	}
+	scoped := in.mods["sys"] || in.mods["gpu"] || in.mods["cta"] || in.mods["cluster"] || in.mods["volatile"]
+	switch in.op {
+	case "call":
+		return true, true
+	case "ld":
+		return !local && (!scoped || floatType(in.mods)), false
+	case "st":
+		return false, !local && (!scoped || floatType(in.mods))
+	case "atom":
+		if !local && floatType(in.mods) {
+			return true, true
+		}
+	case "red":
+		return false, !local && floatType(in.mods)
+	case "cp": // cp.async...: the first state space named is where it writes
+		if !in.mods["async"] {
+			return false, false
+		}
+		parts := strings.Split(in.full, ".")
+		for _, p := range parts[1:] {
+			if p == "global" {
+				return false, true
+			}
+			if strings.HasPrefix(p, "shared") {
+				return in.mods["global"], false
+			}
+		}
+	}
+	return false, false
+}
+
+// predWritten: the predicate register an instruction sets ("%p1"), "" if none.
+func predWritten(in ptxInstr) string {
+	if strings.HasPrefix(in.dest, "%p") {
+		return in.dest
+	}
+	return ""
+}
+
+// fenced is what the signal rule knows on entry to an instruction: on every path a system
+// fence came after the last data write (all), or came guarded by a predicate that has not
+// changed since (under: "%p1", "!%p1"), which orders a signal guarded by the same predicate.
+type fenced struct {
+	all   bool
+	under map[string]bool
+}
+
+func (f *fenced) after(in ptxInstr, kind string) *fenced {
+	if _, writes := dataAccess(in); writes {
+		return &fenced{under: map[string]bool{}}
+	}
+	n := &fenced{all: f.all, under: map[string]bool{}}
+	for p := range f.under {
+		n.under[p] = true
+	}
+	if sysFence(in) {
+		if in.pred == "" {
+			return &fenced{all: true, under: map[string]bool{}}
+		}
+		n.under[in.pred] = true
+	}
+	if p := predWritten(in); p != "" {
+		delete(n.under, p)
+		delete(n.under, "!"+p)
+	}
+	return n
+}
+
+func (f *fenced) covers(pred string) bool { return f.all || pred != "" && f.under[pred] }
+
+func (f *fenced) meet(g *fenced) *fenced {
+	n := &fenced{all: f.all && g.all, under: map[string]bool{}}
+	for _, p := range unionKeys(f.under, g.under) {
+		if f.covers(p) && g.covers(p) {
+			n.under[p] = true
+		}
+	}
+	return n
+}
+
+func (f *fenced) equal(g *fenced) bool {
+	if f.all != g.all || len(f.under) != len(g.under) {
+		return false
+	}
+	for p := range f.under {
+		if !g.under[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingWaits is what the wait rule knows on entry to an instruction: the relaxed waits some
+// path brings here with no system fence since, and for a predicate the waits a fence guarded by
+// it has ordered (for accesses guarded by the same predicate).
+type pendingWaits struct {
+	waits   map[int]bool
+	cleared map[string]map[int]bool
+}
+
+func (w *pendingWaits) after(in ptxInstr, kind string) *pendingWaits {
+	if sysFence(in) && in.pred == "" {
+		return &pendingWaits{waits: map[int]bool{}, cleared: map[string]map[int]bool{}}
+	}
+	n := &pendingWaits{waits: copySet(w.waits), cleared: map[string]map[int]bool{}}
+	for p, s := range w.cleared {
+		n.cleared[p] = copySet(s)
+	}
+	if sysFence(in) {
+		n.cleared[in.pred] = copySet(n.waits)
+	}
+	if p := predWritten(in); p != "" {
+		delete(n.cleared, p)
+		delete(n.cleared, "!"+p)
+	}
+	if kind == "wait" {
+		n.waits[in.i] = true
+		for _, s := range n.cleared {
+			delete(s, in.i)
+		}
+	}
+	return n
+}
+
+// open: the waits not ordered before an access guarded by pred.
+func (w *pendingWaits) open(pred string) map[int]bool {
+	out := map[int]bool{}
+	for i := range w.waits {
+		if pred == "" || !w.cleared[pred][i] {
+			out[i] = true
+		}
+	}
+	return out
+}
+
+func (w *pendingWaits) join(v *pendingWaits) *pendingWaits {
+	n := &pendingWaits{waits: copySet(w.waits), cleared: map[string]map[int]bool{}}
+	for i := range v.waits {
+		n.waits[i] = true
+	}
+	// A wait stays ordered under p only if it is ordered (or absent) on both paths.
+	for _, p := range unionKeys(w.cleared, v.cleared) {
+		s := map[int]bool{}
+		for i := range n.waits {
+			if (!w.waits[i] || w.cleared[p][i]) && (!v.waits[i] || v.cleared[p][i]) {
+				s[i] = true
+			}
+		}
+		if len(s) > 0 {
+			n.cleared[p] = s
+		}
+	}
+	return n
+}
+
+func (w *pendingWaits) equal(v *pendingWaits) bool {
+	if !sameSet(w.waits, v.waits) || len(w.cleared) != len(v.cleared) {
+		return false
+	}
+	for p, s := range w.cleared {
+		if !sameSet(s, v.cleared[p]) {
+			return false
+		}
+	}
+	return true
+}
+
+func copySet(s map[int]bool) map[int]bool {
+	n := make(map[int]bool, len(s))
+	for k := range s {
+		n[k] = true
+	}
+	return n
+}
+
+func sameSet(a, b map[int]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func unionKeys[V any](a, b map[string]V) []string {
+	var out []string
+	for k := range a {
+		out = append(out, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
 		}
 	}
 	return out
@@ -228,9 +551,9 @@ func orderingViolations(prog *program) ([]Violation, error) {
 				continue // one line per place: the PTX of every architecture repeats it
 			}
 			seen[k] = true
-			why := "a signal to another GPU with relaxed order and no system-scope fence before it: nothing makes the data written before it visible to the reader first. Give the store or atomic release order (cuda::atomic_ref<..., cuda::thread_scope_system> with cuda::memory_order_release, or st.release.sys / atom.release.sys), or put __threadfence_system() before it"
+			why := "a signal to another GPU with relaxed order, and on some path to it no system-scope fence after the last data written: nothing makes that data visible to the reader first. Give the store or atomic release order (cuda::atomic_ref<..., cuda::thread_scope_system> with cuda::memory_order_release, or st.release.sys / atom.release.sys), or put __threadfence_system() between the data and the signal, on every path"
 			if f.Kind == "wait" {
-				why = "a wait on another GPU's flag with relaxed order and no system-scope fence after it: the reads that follow may see data from before the flag was set. Give the load acquire order (cuda::memory_order_acquire, or ld.acquire.sys), or put __threadfence_system() after the loop"
+				why = "a wait on another GPU's flag with relaxed order, and a path from it to a read or write of data (or to the caller, from a device function) with no system-scope fence between: those accesses may see data from before the flag was set. Give the load acquire order (cuda::memory_order_acquire, or ld.acquire.sys), or put __threadfence_system() right after the loop"
 			}
 			if f.Func != "" {
 				why = "in " + ptxFuncLabel(f.Func) + ", " + why
@@ -257,6 +580,25 @@ func orderingMessage(vs []Violation) string {
 func ptxFuncLabel(name string) string {
 	if n, ok := mangledFreeName(name); ok {
 		return n + "()"
+	}
+	// A nested name, _ZN<length><name>...<length><name>E... (a namespace's, anonymous ones
+	// included): the last part.
+	if rest, ok := strings.CutPrefix(name, "_ZN"); ok {
+		last := ""
+		for rest != "" && rest[0] != 'E' {
+			i := 0
+			for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+				i++
+			}
+			l, err := strconv.Atoi(rest[:i])
+			if err != nil || l <= 0 || i+l > len(rest) {
+				break
+			}
+			last, rest = rest[i:i+l], rest[i+l:]
+		}
+		if last != "" {
+			return last + "()"
+		}
 	}
 	return name + "()"
 }

@@ -40,9 +40,116 @@ $L__BB0_1:
 	atom.sys.add.u32 %r1, [%rd2], 1;
 $L__BB0_1:
 	ld.relaxed.sys.b32 %r2, [%rd3];
+	setp.lt.u32 %p1, %r2, %r3;
 	@%p1 bra $L__BB0_1;
+	ld.global.f32 %f1, [%rd4];
 	ret;
 }`, []string{"signal atom.sys.add.u32", "wait ld.relaxed.sys.b32"}},
+		{"a relaxed wait with nothing read or written after it in the kernel is left alone", `.visible .entry k(
+)
+{
+	red.release.sys.global.add.u32 [%rd2], 1;
+$L__BB0_1:
+	ld.relaxed.sys.b32 %r2, [%rd3];
+	setp.lt.u32 %p1, %r2, %r3;
+	@%p1 bra $L__BB0_1;
+	st.volatile.global.u32 [%rd3], 0;
+	ret;
+}`, nil},
+		{"a device function's relaxed wait before it returns: its caller reads next", `.visible .func _Z4waitPj(
+	.param .b64 p
+)
+{
+$L__BB0_1:
+	ld.relaxed.sys.global.u32 %r2, [%rd3];
+	setp.lt.u32 %p1, %r2, %r3;
+	@%p1 bra $L__BB0_1;
+	ret;
+}`, []string{"wait ld.relaxed.sys.global.u32"}},
+		{"a fence before the data writes does not order them", `.visible .entry k(
+)
+{
+	fence.sc.sys;
+	st.global.v4.f32 [%rd1], {%f1, %f2, %f3, %f4};
+	atom.sys.add.u32 %r1, [%rd2], 1;
+	ret;
+}`, []string{"signal atom.sys.add.u32"}},
+		{"a fence on one branch only", `.visible .entry k(
+)
+{
+	st.global.f32 [%rd1], %f1;
+	setp.eq.s32 %p1, %r1, 0;
+	@%p1 bra $L__BB0_2;
+	membar.sys;
+$L__BB0_2:
+	st.relaxed.sys.global.u32 [%rd2], %r1;
+	ret;
+}`, []string{"signal st.relaxed.sys.global.u32"}},
+		{"a fence on both branches", `.visible .entry k(
+)
+{
+	st.global.f32 [%rd1], %f1;
+	setp.eq.s32 %p1, %r1, 0;
+	@%p1 bra $L__BB0_2;
+	membar.sys;
+	bra.uni $L__BB0_3;
+$L__BB0_2:
+	fence.sc.sys;
+$L__BB0_3:
+	st.relaxed.sys.global.u32 [%rd2], %r1;
+	ret;
+}`, nil},
+		{"a guarded fence orders a signal under the same guard, until the guard changes", `.visible .entry k(
+)
+{
+	st.global.f32 [%rd1], %f1;
+	setp.eq.s32 %p1, %r1, 0;
+	@%p1 fence.sc.sys;
+	@%p1 red.relaxed.sys.global.add.u32 [%rd2], 1;
+	@!%p1 red.relaxed.sys.global.add.u32 [%rd3], 1;
+	setp.eq.s32 %p1, %r2, 0;
+	@%p1 atom.relaxed.sys.exch.b32 %r4, [%rd4], 1;
+	ret;
+}`, []string{"signal red.relaxed.sys.global.add.u32", "signal atom.relaxed.sys.exch.b32"}},
+		{"a fence after the reads that follow a wait is too late; one before them is not", `.visible .entry k(
+)
+{
+$L__BB0_1:
+	ld.relaxed.sys.global.u32 %r2, [%rd3];
+	setp.lt.u32 %p1, %r2, %r3;
+	@%p1 bra $L__BB0_1;
+	ld.global.nc.f32 %f1, [%rd4];
+	fence.acq_rel.sys;
+$L__BB0_2:
+	atom.sys.cas.b32 %r5, [%rd5], 1, 1;
+	setp.ne.u32 %p2, %r5, 1;
+	@%p2 bra $L__BB0_2;
+	fence.acq_rel.sys;
+	ld.global.f32 %f2, [%rd4];
+	ret;
+}`, []string{"wait ld.relaxed.sys.global.u32"}},
+		{"a read on a path that skips the fence", `.visible .entry k(
+)
+{
+$L__BB0_1:
+	ld.relaxed.sys.global.u32 %r2, [%rd3];
+	setp.lt.u32 %p1, %r2, %r3;
+	@%p1 bra $L__BB0_1;
+	@%p3 bra $L__BB0_2;
+	fence.sc.sys;
+$L__BB0_2:
+	cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd4], 4096, [%r2];
+	ret;
+}`, []string{"wait ld.relaxed.sys.global.u32"}},
+		{"a TMA store to a peer is data a signal must follow a fence", `.visible .entry k(
+)
+{
+	fence.sc.sys;
+	cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r1], 4096;
+	cp.async.bulk.wait_group 0;
+	st.relaxed.sys.global.u32 [%rd2], %r1;
+	ret;
+}`, []string{"signal st.relaxed.sys.global.u32"}},
 		{"fences make relaxed flags right", `.visible .entry k(
 )
 {
@@ -119,11 +226,36 @@ func TestOrderingOnFlagBarrierPTX(t *testing.T) {
 // nvcc's PTX (13.0, sm_90) of correct flag code written three common ways
 // (testdata/ordering/correct-patterns.cu): cuda::atomic_ref with its default seq_cst order
 // (a fence.sc.sys before relaxed or acquire instructions), atomicAdd_system and a volatile wait
-// between __threadfence_system() calls, and a CAS loop between fences. None is refused.
+// between __threadfence_system() calls, a CAS loop between fences, every thread fencing before
+// the block meets and one signals, one thread waiting and fencing before the block meets and
+// reads. None is refused.
 func TestOrderingAcceptsCorrectPatterns(t *testing.T) {
 	found, err := orderingFindings("testdata/ordering/correct-patterns.ptx")
 	if err != nil || len(found) != 0 {
 		t.Fatalf("findings %+v, err %v", found, err)
+	}
+}
+
+// nvcc's PTX (13.0, sm_90) of flag code that has a system fence in the wrong place
+// (testdata/ordering/wrong-patterns.cu): before the data writes, on one branch of an if, after
+// the reads that follow the wait. Each is found, in its function.
+func TestOrderingFindsMisplacedFences(t *testing.T) {
+	found, err := orderingFindings("testdata/ordering/wrong-patterns.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range found {
+		got[ptxFuncLabel(f.Func)] += f.Kind + " "
+	}
+	want := map[string]string{"fence_before_data()": "signal ", "fence_one_branch()": "signal ", "fence_after_reads()": "wait "}
+	if len(got) != len(want) {
+		t.Errorf("findings %+v", found)
+	}
+	for fn, k := range want {
+		if got[fn] != k {
+			t.Errorf("%s: got %q, want %q (all: %+v)", fn, got[fn], k, found)
+		}
 	}
 }
 
@@ -144,5 +276,20 @@ func TestOrderingNeedsThePTX(t *testing.T) {
 	prog := &program{learner: []learnerFile{{Name: "one_shot.cu", Show: "one_shot.cu"}, {Name: "notes.h", Show: "notes.h"}}}
 	if _, err := orderingViolations(prog); err == nil || !strings.Contains(err.Error(), "no PTX of one_shot.cu") {
 		t.Errorf("err %v", err)
+	}
+}
+
+// Function names in the report are the learner's: free, nested and anonymous-namespace ones.
+func TestPTXFuncLabel(t *testing.T) {
+	for in, want := range map[string]string{
+		"_Z13exchange_tilePK9symm_viewPKfxj":                                               "exchange_tile()",
+		"_ZN44_GLOBAL__N__c1df9da7_11_one_shot_cu_145d97f115one_shot_kernelE7ar_viewPfxji": "one_shot_kernel()",
+		"_ZN2ns6kernelEv": "kernel()",
+		"plain_c_kernel":  "plain_c_kernel()",
+		"_ZN9":            "_ZN9()",
+	} {
+		if got := ptxFuncLabel(in); got != want {
+			t.Errorf("ptxFuncLabel(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

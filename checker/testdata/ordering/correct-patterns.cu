@@ -17,3 +17,19 @@ __global__ void fences(unsigned *flag, unsigned *peer, float *data, float *out, 
 __global__ void casloop(unsigned *flag, unsigned *peer, unsigned e) {
   if (threadIdx.x == 0) { __threadfence_system(); atomicExch_system(peer, e); while (atomicCAS_system(flag, e, e) != e) {} __threadfence_system(); }
 }
+// Every thread fences its own writes, then the block meets and one thread signals.
+__global__ void fence_then_meet(unsigned *peer_flag, float *peer, const float *in) {
+  peer[threadIdx.x] = in[threadIdx.x];
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) F(*peer_flag).fetch_add(1u, cuda::memory_order_relaxed);
+}
+// One thread waits, fences, and the block meets before reading.
+__global__ void wait_fence_meet(const unsigned *flag, const float *peer, float *out, unsigned e) {
+  if (threadIdx.x == 0) {
+    while (F(*const_cast<unsigned *>(flag)).load(cuda::memory_order_relaxed) < e) {}
+    __threadfence_system();
+  }
+  __syncthreads();
+  out[threadIdx.x] = peer[threadIdx.x];
+}

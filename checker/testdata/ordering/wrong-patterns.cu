@@ -1,0 +1,28 @@
+// Flag code that is wrong although a system fence appears in it (checker/ordering_test.go).
+#include <cuda/atomic>
+using F = cuda::atomic_ref<unsigned int, cuda::thread_scope_system>;
+// The fence comes before the data it should order.
+__global__ void fence_before_data(unsigned *peer_flag, float *peer, const float *in) {
+  __threadfence_system();
+  peer[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd_system(peer_flag, 1u);
+}
+// The fence is on one branch only.
+__global__ void fence_one_branch(unsigned *peer_flag, float *peer, const float *in, int quick) {
+  peer[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (!quick) __threadfence_system();
+    F(*peer_flag).fetch_add(1u, cuda::memory_order_relaxed);
+  }
+}
+// The reads that follow the wait come before the fence.
+__global__ void fence_after_reads(const unsigned *flag, const float *peer, float *out, unsigned e) {
+  if (threadIdx.x == 0) {
+    while (F(*const_cast<unsigned *>(flag)).load(cuda::memory_order_relaxed) < e) {}
+  }
+  __syncthreads();
+  out[threadIdx.x] = peer[threadIdx.x];
+  __threadfence_system();
+}
