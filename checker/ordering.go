@@ -54,7 +54,8 @@ var (
 
 // ptxInstr is one instruction of a function: its index in the function, opcode, the modifiers
 // of the opcode, its guard predicate ("%p1", "!%p1", "" when unguarded), the first operand
-// (the destination of most instructions), the branch target (bra) and the source place.
+// (the destination of most instructions), the function a call calls, the branch target (bra)
+// and the source place.
 type ptxInstr struct {
 	i      int
 	op     string
@@ -62,6 +63,7 @@ type ptxInstr struct {
 	full   string
 	pred   string
 	dest   string
+	callee string
 	target string
 	where  string
 }
@@ -79,7 +81,7 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 	entry := false
 	var body []ptxInstr
 	labels := map[string]int{}
-	where := ""
+	where, stmt := "", ""
 	flush := func() {
 		out = append(out, relaxedFlags(fn, entry, body, labels)...)
 		body, labels = nil, map[string]int{}
@@ -114,10 +116,21 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 			continue
 		}
 		t := strings.TrimSpace(line)
+		if stmt != "" { // an instruction nvcc spread over lines (a call's operands)
+			t = stmt + " " + t
+		}
+		if !strings.HasSuffix(t, ";") && (strings.HasPrefix(t, "call") || strings.HasPrefix(t, "@") && strings.Contains(t, " call")) {
+			stmt = t
+			continue
+		}
+		stmt = ""
 		if t == "" || strings.HasPrefix(t, ".") || strings.HasPrefix(t, "{") || strings.HasPrefix(t, "}") || strings.HasPrefix(t, ")") {
 			continue
 		}
 		words := strings.Fields(strings.ReplaceAll(strings.TrimRight(t, ";"), ",", " "))
+		if len(words) == 0 {
+			continue
+		}
 		pred := ""
 		if strings.HasPrefix(words[0], "@") { // a predicate: @%p1 or @!%p1
 			pred, words = words[0][1:], words[1:]
@@ -135,6 +148,14 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 		}
 		if in.op == "bra" && len(words) > 1 {
 			in.target = words[len(words)-1]
+		}
+		if in.op == "call" {
+			for _, w := range words[1:] {
+				if w != "" && !strings.HasPrefix(w, "(") {
+					in.callee = w
+					break
+				}
+			}
 		}
 		body = append(body, in)
 	}
@@ -303,7 +324,8 @@ func flagKind(in ptxInstr, inLoop bool) string {
 // dataAccess says whether an instruction reads or writes data in global memory (or memory
 // that may be global): what a signal must be ordered after and a wait before. Flags are not
 // data: integer accesses with a scope (an atomic_ref's loads and stores) or volatile ones, and
-// integer atomics. A call may do either.
+// integer atomics. A call may do either, but for printf's and assert's, which touch only the
+// thread's own local memory.
 func dataAccess(in ptxInstr) (reads, writes bool) {
 	local := false
 	for m := range in.mods {
@@ -314,7 +336,8 @@ func dataAccess(in ptxInstr) (reads, writes bool) {
 	scoped := in.mods["sys"] || in.mods["gpu"] || in.mods["cta"] || in.mods["cluster"] || in.mods["volatile"]
 	switch in.op {
 	case "call":
-		return true, true
+		quiet := in.callee == "vprintf" || in.callee == "__assertfail"
+		return !quiet, !quiet
 	case "ld":
 		return !local && (!scoped || floatType(in.mods)), false
 	case "st":

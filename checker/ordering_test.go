@@ -66,6 +66,40 @@ $L__BB0_1:
 	@%p1 bra $L__BB0_1;
 	ret;
 }`, []string{"wait ld.relaxed.sys.global.u32"}},
+		{"printf after a wait reads nothing of a peer's", `.visible .entry k(
+)
+{
+$L__BB0_1:
+	ld.relaxed.sys.global.u32 %r2, [%rd3];
+	setp.lt.u32 %p1, %r2, %r3;
+	@%p1 bra $L__BB0_1;
+	{
+	.param .b64 param0;
+	st.param.b64 [param0], %rd1;
+	.param .b32 retval0;
+	call.uni (retval0), 
+	vprintf, 
+	(
+	param0, 
+	param1
+	);
+	}
+	ret;
+}`, nil},
+		{"another call after a wait may read", `.visible .entry k(
+)
+{
+$L__BB0_2:
+	ld.relaxed.sys.global.u32 %r4, [%rd5];
+	setp.lt.u32 %p2, %r4, %r3;
+	@%p2 bra $L__BB0_2;
+	call.uni 
+	_Z6helperPf, 
+	(
+	param0
+	);
+	ret;
+}`, []string{"wait ld.relaxed.sys.global.u32"}},
 		{"a fence before the data writes does not order them", `.visible .entry k(
 )
 {
@@ -228,7 +262,7 @@ func TestOrderingOnFlagBarrierPTX(t *testing.T) {
 // (a fence.sc.sys before relaxed or acquire instructions), atomicAdd_system and a volatile wait
 // between __threadfence_system() calls, a CAS loop between fences, every thread fencing before
 // the block meets and one signals, one thread waiting and fencing before the block meets and
-// reads. None is refused.
+// reads, printf after a relaxed wait. None is refused.
 func TestOrderingAcceptsCorrectPatterns(t *testing.T) {
 	found, err := orderingFindings("testdata/ordering/correct-patterns.ptx")
 	if err != nil || len(found) != 0 {
@@ -238,7 +272,9 @@ func TestOrderingAcceptsCorrectPatterns(t *testing.T) {
 
 // nvcc's PTX (13.0, sm_90) of flag code that has a system fence in the wrong place
 // (testdata/ordering/wrong-patterns.cu): before the data writes, on one branch of an if, after
-// the reads that follow the wait. Each is found, in its function.
+// the reads that follow the wait, and no fence before a call of a function that is not
+// inlined (its PTX has a forward declaration, a line of its own with ";"). Each is found, in
+// its function.
 func TestOrderingFindsMisplacedFences(t *testing.T) {
 	found, err := orderingFindings("testdata/ordering/wrong-patterns.ptx")
 	if err != nil {
@@ -248,7 +284,8 @@ func TestOrderingFindsMisplacedFences(t *testing.T) {
 	for _, f := range found {
 		got[ptxFuncLabel(f.Func)] += f.Kind + " "
 	}
-	want := map[string]string{"fence_before_data()": "signal ", "fence_one_branch()": "signal ", "fence_after_reads()": "wait "}
+	want := map[string]string{"fence_before_data()": "signal ", "fence_one_branch()": "signal ", "fence_after_reads()": "wait ",
+		"call_after_wait()": "wait "}
 	if len(got) != len(want) {
 		t.Errorf("findings %+v", found)
 	}

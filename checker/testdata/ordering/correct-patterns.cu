@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <cuda/atomic>
 using F = cuda::atomic_ref<unsigned int, cuda::thread_scope_system>;
 __global__ void seqcst(unsigned *flag, unsigned *peer, float *data, float *out, unsigned e) {
@@ -32,4 +33,10 @@ __global__ void wait_fence_meet(const unsigned *flag, const float *peer, float *
   }
   __syncthreads();
   out[threadIdx.x] = peer[threadIdx.x];
+}
+// printf after a relaxed wait reads only the thread's own arguments. (A kernel's end orders what
+// later kernels read.)
+__global__ void wait_then_printf(unsigned *flag, unsigned e) {
+  while (F(*flag).load(cuda::memory_order_relaxed) < e) {}
+  printf("epoch %u\n", e);
 }

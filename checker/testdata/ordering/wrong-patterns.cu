@@ -26,3 +26,9 @@ __global__ void fence_after_reads(const unsigned *flag, const float *peer, float
   out[threadIdx.x] = peer[threadIdx.x];
   __threadfence_system();
 }
+// A function of its own (not inlined) writes the result right after a relaxed wait.
+__device__ __noinline__ void store_result(float *out, const float *peer) { out[threadIdx.x] = peer[threadIdx.x]; }
+__global__ void call_after_wait(const unsigned *flag, const float *peer, float *out, unsigned e) {
+  while (F(*const_cast<unsigned *>(flag)).load(cuda::memory_order_relaxed) < e) {}
+  store_result(out, peer);
+}
