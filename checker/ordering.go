@@ -18,23 +18,28 @@ import (
 // say it outright, so the rule needs no luck. Following every path of a function's control
 // flow, it refuses
 //
-//   - a signal: a system-scope store or reduction, or a system-scope atomic outside a loop,
-//     whose order is relaxed (PTX's default for atom and red), unless on every path to it a
-//     system-scope fence (fence.sc.sys, fence.acq_rel.sys, membar.sys) comes after the last
-//     data write;
-//   - a wait: a system-scope load, or a system-scope atomic inside a loop (a backward branch
-//     spans it), whose order is relaxed, when a path from it reaches a data read or write
-//     with no such fence between.
+//   - a signal: a system-scope store or reduction, or a system-scope atomic that is not a
+//     wait, whose order is relaxed (PTX's default for atom and red), unless on every path to
+//     it a system-scope fence (fence.sc.sys, fence.acq_rel.sys, membar.sys) comes after the
+//     last data write;
+//   - a wait: a system-scope load, or a system-scope atomic whose value decides a branch of a
+//     loop around it (a spin), whose order is relaxed, or a volatile load that spins (volatile
+//     orders nothing), when a path from it reaches a data read or write with no such fence
+//     between.
 //
 // Data is what global (or generic) memory holds apart from flags: plain loads and stores,
-// floating-point atomics (a sum made in a peer's buffer), TMA copies (cp.async), and a call.
-// Flags are integer accesses with a scope or volatile ones, and integer atomics. A fence that
-// is guarded by a predicate orders accesses guarded by the same predicate, until it changes.
-// Volatile waits are left alone (volatile compiles the same for data and flags). The end of a
-// kernel orders what a later kernel reads; a device function's return is an access (its
-// caller's reads come next). What the rule cannot see it refuses, never passes:
-// a fence in a caller when the signal is in a separate (non-inlined) function counts for
-// nothing there. It never refuses code whose flags carry release and acquire.
+// floating-point atomics (a sum made in a peer's buffer), TMA copies (cp.async), and a call
+// (printf's and assert's aside). Flags are integer accesses with a scope or volatile ones, and
+// integer atomics. A spin's value is followed through registers and through shared memory,
+// where Triton passes one thread's load to the others. A fence that is guarded by a predicate
+// orders accesses guarded by the same predicate, until it changes. The end of a kernel orders
+// what a later kernel reads; a device function's return is an access (its caller's reads come
+// next). What the rule cannot see it refuses, never passes: a fence in a caller when the signal
+// is in a separate (non-inlined) function counts for nothing there. It never refuses code
+// whose flags carry release and acquire.
+//
+// The same rule reads the PTX Triton compiled during a run (tritonOrdering): Triton writes
+// flags through inline PTX guarded by one thread's predicate, which the paths above cover.
 
 // orderingFinding is one relaxed flag operation of the learner's PTX.
 type orderingFinding struct {
@@ -63,6 +68,8 @@ type ptxInstr struct {
 	full   string
 	pred   string
 	dest   string
+	dests  []string // registers written
+	srcs   []string // registers read (the guard predicate too)
 	callee string
 	target string
 	where  string
@@ -98,9 +105,7 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 			continue
 		}
 		if m := ptxLoc.FindStringSubmatch(line); m != nil {
-			if name := files[m[1]]; name != "" {
-				where = name + ":" + m[2]
-			}
+			where = m[1] + ":" + m[2] // file number: resolved at the end (Triton puts .file last)
 			continue
 		}
 		if ptxFuncStart.MatchString(line) {
@@ -146,6 +151,10 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 		if len(words) > 1 {
 			in.dest = words[1]
 		}
+		in.dests, in.srcs = ptxRegisters(in.op, words[1:])
+		if pred != "" {
+			in.srcs = append(in.srcs, strings.TrimPrefix(pred, "!"))
+		}
 		if in.op == "bra" && len(words) > 1 {
 			in.target = words[len(words)-1]
 		}
@@ -163,6 +172,14 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 		return nil, err
 	}
 	flush()
+	for i := range out {
+		if num, line, ok := strings.Cut(out[i].Where, ":"); ok {
+			out[i].Where = ""
+			if name := files[num]; name != "" && line != "0" {
+				out[i].Where = name + ":" + line
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -175,10 +192,10 @@ func relaxedFlags(fn string, entry bool, body []ptxInstr, labels map[string]int)
 		return nil
 	}
 	succ := ptxSuccessors(body, labels)
-	inLoop := ptxLoops(body, labels)
+	loops := ptxLoops(body, labels)
 	kinds := make([]string, len(body))
 	for _, in := range body {
-		kinds[in.i] = flagKind(in, inLoop[in.i])
+		kinds[in.i] = flagKind(in, spins(body, loops, in.i))
 	}
 
 	// Forward over the control flow to a fixed point: sig[i] is what is fenced on entry to i
@@ -273,19 +290,20 @@ func ptxSuccessors(body []ptxInstr, labels map[string]int) [][]int {
 	return succ
 }
 
-// ptxLoops marks the instructions a backward branch spans.
-func ptxLoops(body []ptxInstr, labels map[string]int) []bool {
-	in := make([]bool, len(body))
+// loopSpan is a loop: the instructions from a label to a branch back to it.
+type loopSpan struct{ from, to int }
+
+// ptxLoops lists the loops of a function, one per backward branch.
+func ptxLoops(body []ptxInstr, labels map[string]int) []loopSpan {
+	var loops []loopSpan
 	for _, b := range body {
 		if b.op == "bra" {
 			if at, ok := labels[b.target]; ok && at <= b.i {
-				for j := at; j <= b.i; j++ {
-					in[j] = true
-				}
+				loops = append(loops, loopSpan{at, b.i})
 			}
 		}
 	}
-	return in
+	return loops
 }
 
 // sysFence: a fence that orders everything before it with everything after it, at system scope.
@@ -294,9 +312,13 @@ func sysFence(in ptxInstr) bool {
 }
 
 // flagKind says whether an instruction is a relaxed flag operation at system scope: "signal",
-// "wait" or "".
-func flagKind(in ptxInstr, inLoop bool) string {
-	if !in.mods["sys"] || floatType(in.mods) {
+// "wait" or "". spin: the value it loads decides a branch of a loop around it (a spin wait).
+func flagKind(in ptxInstr, spin bool) string {
+	integer := !floatType(in.mods)
+	if in.op == "ld" && in.mods["volatile"] && integer && spin {
+		return "wait" // a volatile spin is a relaxed wait: volatile orders nothing
+	}
+	if !in.mods["sys"] || !integer {
 		return ""
 	}
 	release := in.mods["release"] || in.mods["acq_rel"]
@@ -311,14 +333,96 @@ func flagKind(in ptxInstr, inLoop bool) string {
 			return "wait"
 		}
 	case "atom":
-		if inLoop && !acquire {
-			return "wait"
-		}
-		if !inLoop && !release {
+		if spin {
+			if !acquire {
+				return "wait"
+			}
+		} else if !release {
 			return "signal"
 		}
 	}
 	return ""
+}
+
+// spins says whether the value instruction at loads decides a branch of a loop that spans it:
+// its registers are followed through the loop's instructions (and through shared memory, where
+// Triton passes one thread's load to the others) to a branch's predicate.
+func spins(body []ptxInstr, loops []loopSpan, at int) bool {
+	in := body[at]
+	if in.op != "ld" && in.op != "atom" || len(in.dests) == 0 {
+		return false
+	}
+	for _, l := range loops {
+		if at < l.from || at > l.to {
+			continue
+		}
+		taint := map[string]bool{}
+		for _, d := range in.dests {
+			taint[d] = true
+		}
+		shared := false
+		for pass := 0; pass < 2; pass++ { // twice: values carried around the loop
+			for _, b := range body[l.from : l.to+1] {
+				hit := false
+				for _, r := range b.srcs {
+					hit = hit || taint[r]
+				}
+				isShared := false
+				for m := range b.mods {
+					isShared = isShared || strings.HasPrefix(m, "shared")
+				}
+				if b.op == "ld" && isShared && shared {
+					hit = true
+				}
+				if b.op == "st" && isShared && hit {
+					shared = true
+				}
+				if hit {
+					for _, d := range b.dests {
+						taint[d] = true
+					}
+				}
+			}
+		}
+		for _, b := range body[l.from : l.to+1] {
+			if b.op == "bra" && b.pred != "" && taint[strings.TrimPrefix(b.pred, "!")] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ptxRegisters splits an instruction's operands into the registers it writes and those it
+// reads: a store or reduction writes none (its address and value are read); an instruction with
+// a memory operand writes the registers before it; any other writes its first operand.
+func ptxRegisters(op string, operands []string) (dests, srcs []string) {
+	var regs []string
+	mem := -1
+	for _, w := range operands {
+		for _, t := range strings.FieldsFunc(w, func(r rune) bool { return strings.ContainsRune("[]{}+|()", r) }) {
+			if strings.HasPrefix(t, "%") {
+				regs = append(regs, t)
+			}
+		}
+		if mem < 0 && strings.Contains(w, "[") {
+			mem = len(regs) - strings.Count(w, "%") // registers before the memory operand
+			if mem < 0 {
+				mem = 0
+			}
+		}
+	}
+	switch {
+	case op == "st" || op == "red" || op == "bra" || op == "call":
+		return nil, regs
+	case mem >= 0:
+		return regs[:mem], regs[mem:]
+	case op == "setp" && len(operands) > 0 && strings.Contains(operands[0], "|"):
+		return regs[:2], regs[2:]
+	case len(regs) > 0:
+		return regs[:1], regs[1:]
+	}
+	return nil, nil
 }
 
 // dataAccess says whether an instruction reads or writes data in global memory (or memory
@@ -574,17 +678,84 @@ func orderingViolations(prog *program) ([]Violation, error) {
 				continue // one line per place: the PTX of every architecture repeats it
 			}
 			seen[k] = true
-			why := "a signal to another GPU with relaxed order, and on some path to it no system-scope fence after the last data written: nothing makes that data visible to the reader first. Give the store or atomic release order (cuda::atomic_ref<..., cuda::thread_scope_system> with cuda::memory_order_release, or st.release.sys / atom.release.sys), or put __threadfence_system() between the data and the signal, on every path"
-			if f.Kind == "wait" {
-				why = "a wait on another GPU's flag with relaxed order, and a path from it to a read or write of data (or to the caller, from a device function) with no system-scope fence between: those accesses may see data from before the flag was set. Give the load acquire order (cuda::memory_order_acquire, or ld.acquire.sys), or put __threadfence_system() right after the loop"
-			}
-			if f.Func != "" {
-				why = "in " + ptxFuncLabel(f.Func) + ", " + why
-			}
-			vs = append(vs, Violation{Symbol: f.Instr, Found: f.Instr, File: file, Why: why, Rule: ruleOrdering})
+			vs = append(vs, orderingViolation(f, file, false))
 		}
 	}
 	return vs, nil
+}
+
+// tritonCacheDir is where a Python driver points TRITON_CACHE_DIR for rank r (docs/protocol.md
+// §1): <run dir>/triton-cache-rank<r>-<pid>.
+var tritonCacheDir = regexp.MustCompile(`^triton-cache-rank(\d+)-\d+$`)
+
+// tritonOrdering applies the rule to the PTX Triton compiled in each rank during the run (a
+// python exercise with `ordering: system`): a finding fails the rank's case "ordering", which
+// the manifest must have, with the instructions and the learner's lines.
+func tritonOrdering(runDir string, rows []CaseResult) error {
+	ents, err := os.ReadDir(runDir)
+	if err != nil {
+		return err
+	}
+	for _, ent := range ents {
+		m := tritonCacheDir.FindStringSubmatch(ent.Name())
+		if m == nil || !ent.IsDir() {
+			continue
+		}
+		rank, _ := strconv.Atoi(m[1])
+		var vs []Violation
+		seen := map[string]bool{}
+		err := filepath.WalkDir(filepath.Join(runDir, ent.Name()), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || filepath.Ext(p) != ".ptx" {
+				return err
+			}
+			found, err := orderingFindings(p)
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", p, err)
+			}
+			for _, f := range found {
+				if k := f.Instr + "|" + f.Where; !seen[k] {
+					seen[k] = true
+					vs = append(vs, orderingViolation(f, f.Where, true))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		for i := range rows {
+			if rows[i].Case == "ordering" && rows[i].Rank == rank {
+				rows[i].OK = false
+				rows[i].Msg = "in the PTX Triton compiled from your kernels: " + orderingMessage(vs)
+			}
+		}
+	}
+	return nil
+}
+
+// orderingViolation describes one finding; triton: say how to fix it in Triton's words.
+func orderingViolation(f orderingFinding, file string, triton bool) Violation {
+	var why string
+	switch {
+	case f.Kind == "signal" && triton:
+		why = "a signal to another GPU with relaxed order: nothing makes the data written before it visible to the reader first. Write the flag with release order at system scope, tl.atomic_xchg(flag, value, sem=\"release\", scope=\"sys\"), after tl.debug_barrier()"
+	case f.Kind == "signal":
+		why = "a signal to another GPU with relaxed order, and on some path to it no system-scope fence after the last data written: nothing makes that data visible to the reader first. Give the store or atomic release order (cuda::atomic_ref<..., cuda::thread_scope_system> with cuda::memory_order_release, or st.release.sys / atom.release.sys), or put __threadfence_system() between the data and the signal, on every path"
+	case triton:
+		why = "a wait on another GPU's flag with relaxed order (a volatile load is one): the loads that follow may see data from before the flag was set. Read the flag with acquire order at system scope, tl.atomic_add(flag, 0, sem=\"acquire\", scope=\"sys\"), in the loop, then tl.debug_barrier()"
+	default:
+		why = "a wait on another GPU's flag with relaxed order, and a path from it to a read or write of data (or to the caller, from a device function) with no system-scope fence between: those accesses may see data from before the flag was set. Give the load acquire order (cuda::memory_order_acquire, or ld.acquire.sys), or put __threadfence_system() right after the loop"
+	}
+	if f.Func != "" {
+		why = "in " + ptxFuncLabel(f.Func) + ", " + why
+	}
+	if file == "" {
+		file = "a kernel without line information"
+	}
+	return Violation{Symbol: f.Instr, Found: f.Instr, File: file, Why: why, Rule: ruleOrdering}
 }
 
 // orderingMessage explains the relaxed flags found.

@@ -262,7 +262,8 @@ func TestOrderingOnFlagBarrierPTX(t *testing.T) {
 // (a fence.sc.sys before relaxed or acquire instructions), atomicAdd_system and a volatile wait
 // between __threadfence_system() calls, a CAS loop between fences, every thread fencing before
 // the block meets and one signals, one thread waiting and fencing before the block meets and
-// reads, printf after a relaxed wait. None is refused.
+// reads, printf after a relaxed wait, release signals to every peer in a loop. None is refused. (vprintf's declaration ends on a line
+// of its own with ";", which once crashed the reader.)
 func TestOrderingAcceptsCorrectPatterns(t *testing.T) {
 	found, err := orderingFindings("testdata/ordering/correct-patterns.ptx")
 	if err != nil || len(found) != 0 {
@@ -272,20 +273,22 @@ func TestOrderingAcceptsCorrectPatterns(t *testing.T) {
 
 // nvcc's PTX (13.0, sm_90) of flag code that has a system fence in the wrong place
 // (testdata/ordering/wrong-patterns.cu): before the data writes, on one branch of an if, after
-// the reads that follow the wait, and no fence before a call of a function that is not
-// inlined (its PTX has a forward declaration, a line of its own with ";"). Each is found, in
-// its function.
+// the reads that follow the wait, no fence before a call of a function that is not inlined; a
+// spin on a volatile load with no fence after it; relaxed signals to every peer in a loop (a
+// loop, not a spin). Each is found, in its function.
 func TestOrderingFindsMisplacedFences(t *testing.T) {
 	found, err := orderingFindings("testdata/ordering/wrong-patterns.ptx")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for _, f := range found {
-		got[ptxFuncLabel(f.Func)] += f.Kind + " "
+	for _, f := range found { // the kinds found in each function (an unrolled loop repeats one)
+		if fn := ptxFuncLabel(f.Func); !strings.Contains(got[fn], f.Kind+" ") {
+			got[fn] += f.Kind + " "
+		}
 	}
 	want := map[string]string{"fence_before_data()": "signal ", "fence_one_branch()": "signal ", "fence_after_reads()": "wait ",
-		"call_after_wait()": "wait "}
+		"call_after_wait()": "wait ", "volatile_spin()": "wait ", "relaxed_peer_loop()": "signal "}
 	if len(got) != len(want) {
 		t.Errorf("findings %+v", found)
 	}
@@ -328,5 +331,116 @@ func TestPTXFuncLabel(t *testing.T) {
 		if got := ptxFuncLabel(in); got != want {
 			t.Errorf("ptxFuncLabel(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Triton 3.6's PTX (sm_90, compiled on an H200 by scripts/triton-ptx-harvest.py) of
+// module6/symm-mem's reference and variants and module7/fused's reference: Triton writes the
+// flags through inline PTX guarded by one thread's predicate, passes a spin's value to the other
+// threads through shared memory, and puts .file after the functions. The reference solutions
+// pass; relaxed flags, a volatile spin and one relaxed barrier of two are found at their lines.
+func TestOrderingOnTritonPTX(t *testing.T) {
+	for file, want := range map[string][]string{
+		"symm-mem-solution":              nil,
+		"symm-mem-no-final-barrier":      nil,
+		"fused-solution":                 nil,
+		"symm-mem-relaxed-signal":        {"signal atom.global.sys.relaxed.exch.b32 symm_allreduce.py:39", "wait ld.global.sys.relaxed.b32 symm_allreduce.py:45", "wait ld.global.sys.relaxed.b32 symm_allreduce.py:47"},
+		"symm-mem-first-barrier-relaxed": {"signal atom.global.sys.relaxed.exch.b32 symm_allreduce.py:59", "wait ld.global.sys.relaxed.b32 symm_allreduce.py:63", "wait ld.global.sys.relaxed.b32 symm_allreduce.py:65"},
+		"symm-mem-volatile-wait":         {"wait ld.volatile.global.b32 symm_allreduce.py:46", "wait ld.volatile.global.b32 symm_allreduce.py:48"},
+	} {
+		found, err := orderingFindings("testdata/ordering/triton/" + file + ".ptx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, f := range found {
+			got[f.Kind+" "+f.Instr+" "+f.Where] = true
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: got %v, want %v", file, got, want)
+			continue
+		}
+		for _, w := range want {
+			if !got[w] {
+				t.Errorf("%s: missing %q (got %v)", file, w, got)
+			}
+		}
+	}
+}
+
+// After a run, the PTX in each rank's Triton cache (<run dir>/triton-cache-rank<r>-<pid>) is
+// read: a relaxed flag fails that rank's case "ordering" with Triton's fix; the other rank's
+// case and other cases stay as the driver recorded them.
+func TestTritonOrderingFailsTheCase(t *testing.T) {
+	dir := t.TempDir()
+	put := func(sub, src string) {
+		data, err := os.ReadFile("testdata/ordering/triton/" + src + ".ptx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, sub)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("triton-cache-rank0-41/AB12/_one_shot_kernel.ptx", "symm-mem-solution")
+	put("triton-cache-rank1-42/CD34/_one_shot_kernel.ptx", "symm-mem-volatile-wait")
+	put("not-a-cache/x.ptx", "symm-mem-relaxed-signal")
+	rows := []CaseResult{{Case: "ordering", Rank: 0, OK: true}, {Case: "ordering", Rank: 1, OK: true}, {Case: "one", Rank: 1, OK: true}}
+	if err := tritonOrdering(dir, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !rows[0].OK || rows[0].Msg != "" || !rows[2].OK {
+		t.Errorf("rows that should stay: %+v", rows)
+	}
+	if rows[1].OK || !strings.Contains(rows[1].Msg, "ld.volatile.global.b32 (in symm_allreduce.py:46)") ||
+		!strings.Contains(rows[1].Msg, `sem=\"acquire\"`) && !strings.Contains(rows[1].Msg, `sem="acquire"`) ||
+		!strings.Contains(rows[1].Msg, "_one_shot_kernel()") {
+		t.Errorf("rank 1: %+v", rows[1])
+	}
+	if err := tritonOrdering(filepath.Join(dir, "absent"), rows); err == nil {
+		t.Error("a run directory that cannot be read must be an error")
+	}
+}
+
+// The correctness stage of a python exercise with `ordering: system` reads the run's Triton
+// caches: the driver's ordering case said ok on both ranks, rank 1's PTX has a volatile spin,
+// and the check fails at correctness on that case with the instruction and the line.
+func TestCorrectnessReadsTritonPTX(t *testing.T) {
+	m := strings.Replace(baseManifest, "  - {name: small, n: 8}\n", "  - {name: ordering, n: 1}\n  - {name: small, n: 8}\n", 1)
+	e := loadFake(t, m)
+	e.Kind, e.Ordering = "python", "system" // what the stage looks at; the rest is the fake's
+	dir := t.TempDir()
+	data, err := os.ReadFile("testdata/ordering/triton/symm-mem-volatile-wait.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "triton-cache-rank1-77", "EF56")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, "_one_shot_kernel.ptx"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok := true
+	rec := func(name string, n int64) record { return record{Case: name, N: n, OK: &ok, Checked: n} }
+	rr := &runResult{dir: dir, records: []*rankRecords{
+		{Rank: 0, Cases: []record{rec("ordering", 1), rec("small", 8), rec("big", 64)}},
+		{Rank: 1, Cases: []record{rec("ordering", 1), rec("small", 8)}},
+	}}
+	c := &Checker{Env: &fakeEnv{gpus: 2}}
+	k := c.newCheck(Target{Exercise: e, Label: "yours"}, Stages)
+	if k.correctness(rr) {
+		t.Fatal("passed")
+	}
+	expect(t, k.rep, Failed, StageCorrectness, FaultYou, "case ordering", "rank 1", "ld.volatile.global.b32", "symm_allreduce.py:46")
+	// Without the rule the same records pass.
+	e.Ordering = ""
+	k = c.newCheck(Target{Exercise: e, Label: "yours"}, Stages)
+	if !k.correctness(rr) {
+		t.Fatalf("without ordering: %s", k.rep.Message)
 	}
 }

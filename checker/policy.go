@@ -83,7 +83,10 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		return false
 	}
 	ordered := ""
-	if e.Ordering == "system" {
+	switch {
+	case e.Ordering == "system" && e.Kind == "python":
+		ordered = "; the flags of Triton kernels are read after the run"
+	case e.Ordering == "system":
 		ordered = "; flags between GPUs ordered"
 	}
 	if len(e.Forbid) == 0 {

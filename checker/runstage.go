@@ -807,6 +807,13 @@ func (k *check) correctness(rr *runResult) bool {
 			seen[c.Case][recs.Rank] = true
 		}
 	}
+	if k.e.Ordering == "system" && k.e.Kind == "python" {
+		// Triton compiles during the run: its PTX is read now (ordering.go).
+		if err := tritonOrdering(rr.dir, rows); err != nil {
+			k.fail(StageCorrectness, FaultRunner, "the PTX Triton compiled could not be read", err.Error())
+			return false
+		}
+	}
 	var missing []string
 	for _, c := range k.cases() {
 		ranks := []int{0}

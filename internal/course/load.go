@@ -495,8 +495,10 @@ func (v *exerciseCheck) check() {
 	case m.Ordering == "":
 	case m.Ordering != "system":
 		v.errAt(v.key("ordering"), "ordering %q: the only rule is \"system\" (flags between GPUs)", m.Ordering)
-	case m.Kind != "cuda":
-		v.errAt(v.key("ordering"), "ordering reads the PTX of CUDA sources; this exercise's kind is %q", m.Kind)
+	case m.Kind != "cuda" && m.Kind != "python":
+		v.errAt(v.key("ordering"), "ordering reads the PTX of CUDA sources or of Triton kernels; this exercise's kind is %q", m.Kind)
+	case m.Kind == "python" && !hasCase(m.Cases, "ordering"):
+		v.errAt(v.key("ordering"), "ordering on a python exercise fails the case \"ordering\" of a rank whose Triton kernels have a relaxed flag: add that case (its driver records whether a Triton kernel was compiled)")
 	}
 	for i, h := range m.Hints {
 		if strings.TrimSpace(h) == "" {
@@ -851,4 +853,14 @@ func validGlob(p string) bool {
 		}
 	}
 	return fixed >= 6
+}
+
+// hasCase: cases has one of that name.
+func hasCase(cases []Case, name string) bool {
+	for _, c := range cases {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }

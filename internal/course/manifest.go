@@ -42,7 +42,8 @@ type Manifest struct {
 	// Ordering "system": the learner's device code signals and waits across GPUs, and the
 	// policy stage reads its PTX for flag operations at system scope with relaxed order (a
 	// signal no release or fence orders after the data; a spin wait no acquire or fence
-	// orders before the reads). checker/ordering.go; "" checks nothing.
+	// orders before the reads). checker/ordering.go; "" checks nothing. On a python exercise
+	// the PTX Triton compiled during the run is read, and a finding fails the case "ordering".
 	Ordering string         `yaml:"ordering"`
 	Hints    []string       `yaml:"hints"`
 	Timeout  Duration       `yaml:"timeout"`

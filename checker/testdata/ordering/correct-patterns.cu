@@ -40,3 +40,10 @@ __global__ void wait_then_printf(unsigned *flag, unsigned e) {
   while (F(*flag).load(cuda::memory_order_relaxed) < e) {}
   printf("epoch %u\n", e);
 }
+// One thread signals every peer in a loop with release: a loop, but no spin.
+__global__ void release_in_peer_loop(unsigned **peer_flags, float *peer, const float *in, int world) {
+  peer[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int p = 0; p < world; p++) F(*peer_flags[p]).fetch_add(1u, cuda::memory_order_release);
+}

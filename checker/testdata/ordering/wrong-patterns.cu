@@ -32,3 +32,15 @@ __global__ void call_after_wait(const unsigned *flag, const float *peer, float *
   while (F(*const_cast<unsigned *>(flag)).load(cuda::memory_order_relaxed) < e) {}
   store_result(out, peer);
 }
+// A spin on a volatile load, and nothing after it orders the reads.
+__global__ void volatile_spin(const unsigned *flag, const float *peer, float *out, unsigned e) {
+  while (*(volatile const unsigned *)flag < e) {}
+  out[threadIdx.x] = peer[threadIdx.x];
+}
+// Relaxed signals to every peer in a loop after the data, with no fence.
+__global__ void relaxed_peer_loop(unsigned **peer_flags, float *peer, const float *in, int world) {
+  peer[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int p = 0; p < world; p++) atomicAdd_system(peer_flags[p], 1u);
+}
