@@ -4,9 +4,9 @@ and variants, for this machine's GPU and write each kernel's PTX to OUT/<exercis
 
   scripts/triton-ptx-harvest.py OUT
 
-The PTX is what checker/testdata/ordering holds for the tests of the ordering rule's Python twin
-(runtime/pyharness): Triton compiles at run time, so its PTX can only be made where Triton and a
-GPU are. Needs torch with CUDA and Triton.
+The PTX is what checker/testdata/ordering/triton holds for the tests of the ordering rule
+(checker/ordering.go), which reads Triton's PTX after a run: Triton compiles at run time, so its
+PTX can only be made where Triton and a GPU are. Needs torch with CUDA and Triton.
 """
 import importlib.util
 import os
