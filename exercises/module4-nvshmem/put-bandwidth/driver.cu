@@ -5,7 +5,9 @@
  * rendezvous). Every PE sends to the next one, (me + 1) mod npes, at the same time.
  *
  * Correctness, per case (n = bytes; 1, 15, primes, a multiple of 8 that is not one of 16,
- * and a prime just under 256 MiB), two iterations with new data:
+ * and a prime just under 256 MiB), three iterations with new data. In the first two every PE
+ * puts to the next PE; in the third every PE puts to itself (peer = its own PE), so a put that
+ * ignores `peer` and computes a neighbour of its own fails on any PE count:
  *   - dst is symmetric (nvshmem_malloc) with 4 KiB guard bands; every PE poisons its dst (0xFF)
  *     and the PEs meet before anyone sends;
  *   - the driver queues, on the stream it hands you, a 20 ms sleep and then the fill of src
@@ -33,7 +35,14 @@
 
 #include "put-bandwidth.h"
 
-enum { kIterations = 2, kGuard = 4096 };
+enum { kIterations = 3, kGuard = 4096 };
+enum { kSelfIteration = 2 }; /* the iteration in which every PE puts to itself */
+
+/* The PE that PE `me` puts to in iteration `it`, and the PE whose bytes it receives. */
+static int peer_of(int me, int npes, int it) { return it == kSelfIteration ? me : (me + 1) % npes; }
+static int sender_of(int me, int npes, int it) {
+  return it == kSelfIteration ? me : (me + npes - 1) % npes;
+}
 static const long long kDelayNs = 20LL * 1000 * 1000; /* before the fill of src */
 static const size_t kStage = (size_t)64 << 20;         /* bytes per hand-over of dst */
 
@@ -166,7 +175,6 @@ static void call_put(const mgpu_buf *dst, const mgpu_buf *src, size_t bytes, int
 
 static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   const int me = ctx->rank, npes = ctx->world;
-  const int next = (me + 1) % npes, prev = (me + npes - 1) % npes;
   const size_t bytes = (size_t)c->n;
   char tag[128];
 
@@ -184,7 +192,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
   r.checked = 0;
   diff worst = {0, 0, -1, 0};
   int worst_it = -1;
-  long long guard_hits = 0;
+  long long guard_hits = 0, wrong_other = 0, wrong_self = 0;
   for (int it = 0; it < kIterations; it++) {
     if (mgpu_computes(ctx)) {
       mgpu_poison(&dst, stream);
@@ -193,7 +201,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
 
       mgpu_delay(stream, kDelayNs);
       mgpu_fill_rank_pattern(src.ptr, bytes, ctx->seed, me, pattern_id(it), stream);
-      call_put(&dst, &src, bytes, next, stream);
+      call_put(&dst, &src, bytes, peer_of(me, npes, it), stream);
       MGPU_CUDA(cudaStreamSynchronize(stream));
       /* The PEs meet through the harness's file rendezvous: host threads only, no GPU work, so
        * the read of dst (copy engine) starts right away even if a put left running outside the
@@ -203,7 +211,12 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
     }
 
     snprintf(tag, sizeof tag, "%s/%d", c->name, it);
-    diff d = check_dst(ctx, tag, &dst, bytes, prev, pattern_id(it), &h, &r, stream);
+    diff d = check_dst(ctx, tag, &dst, bytes, sender_of(me, npes, it), pattern_id(it), &h, &r,
+                       stream);
+    if (it == kSelfIteration)
+      wrong_self += d.bad + d.unwritten;
+    else
+      wrong_other += d.bad + d.unwritten;
     /* The report explains one iteration: the first with wrong (not poison) bytes, else the
      * one with the most poison left. */
     const int worst_has_bad = worst_it >= 0 && worst.bad > 0;
@@ -218,31 +231,39 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
 
   if (mgpu_verifies(ctx)) {
     const long long wrong = worst.bad + worst.unwritten;
-    if (wrong > 0 && worst.bad == 0 && worst.tail_ff == c->n)
+    const int prev = sender_of(me, npes, worst_it < 0 ? 0 : worst_it);
+    const char *whose = worst_it == kSelfIteration ? "itself" : "its previous PE";
+    if (wrong_self > 0 && wrong_other == 0 && npes > 1)
       snprintf(r.msg, sizeof r.msg,
-               "PE %d: none of the %lld bytes from PE %d (its previous PE) arrived in iteration "
-               "%d: dst is still the poison, every byte",
-               me, c->n, prev, worst_it);
+               "PE %d: the puts to the next PE were right, but in iteration %d, where the driver "
+               "passed peer = %d (this PE itself), %lld of %lld bytes of this PE's dst were wrong "
+               "(%lld still the poison): put to the PE that the argument `peer` names, not to a "
+               "neighbour computed from nvshmem_my_pe()",
+               me, kSelfIteration, me, wrong_self, c->n, worst.unwritten);
+    else if (wrong > 0 && worst.bad == 0 && worst.tail_ff == c->n)
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d: none of the %lld bytes from PE %d (%s) arrived in iteration %d: dst is "
+               "still the poison, every byte",
+               me, c->n, prev, whose, worst_it);
     else if (wrong > 0 && worst.bad == 0 && worst.first >= c->n - worst.tail_ff)
       snprintf(r.msg, sizeof r.msg,
-               "PE %d: the last %lld of %lld bytes from PE %d (its previous PE) are still the "
-               "poison (iteration %d, from offset %lld on): does every byte, up to the odd end, "
-               "belong to some block's share?",
-               me, c->n - worst.first, c->n, prev, worst_it, worst.first);
+               "PE %d: the last %lld of %lld bytes from PE %d (%s) are still the poison "
+               "(iteration %d, from offset %lld on): does every byte, up to the odd end, belong "
+               "to some block's share?",
+               me, c->n - worst.first, c->n, prev, whose, worst_it, worst.first);
     else if (wrong > 0 && worst.bad == 0)
       snprintf(r.msg, sizeof r.msg,
-               "PE %d: %lld of %lld bytes from PE %d (its previous PE) are still the poison after "
-               "the caller's stream had passed your work (iteration %d, first at offset %lld): "
-               "the whole transfer must be ordered on that stream and complete (nvshmem_quiet) "
-               "when it ends",
-               me, wrong, c->n, prev, worst_it, worst.first);
+               "PE %d: %lld of %lld bytes from PE %d (%s) are still the poison after the "
+               "caller's stream had passed your work (iteration %d, first at offset %lld): the "
+               "whole transfer must be ordered on that stream and complete (nvshmem_quiet) when "
+               "it ends",
+               me, wrong, c->n, prev, whose, worst_it, worst.first);
     else if (wrong > 0)
       snprintf(r.msg, sizeof r.msg,
-               "PE %d: %lld of %lld bytes differ from what PE %d (its previous PE) put in "
-               "iteration %d (%lld are still the poison, first wrong byte at offset %lld): stale "
-               "bytes mean the put read src before the work queued ahead of it on the stream had "
-               "written it",
-               me, wrong, c->n, prev, worst_it, worst.unwritten, worst.first);
+               "PE %d: %lld of %lld bytes differ from what PE %d (%s) put in iteration %d (%lld "
+               "are still the poison, first wrong byte at offset %lld): stale bytes mean the put "
+               "read src before the work queued ahead of it on the stream had written it",
+               me, wrong, c->n, prev, whose, worst_it, worst.unwritten, worst.first);
     else if (r.guard_hits)
       snprintf(r.msg, sizeof r.msg,
                "%lld guard bytes around dst or src changed: write dst[0..%lld) on the peer and "

@@ -9,14 +9,17 @@
  *      on the outcome before anything is sent: memory from cudaMalloc has no address on the
  *      other PEs, and a put into it would scribble over whatever the peer has there.
  *   2. The inbox is the middle of that memory, with 4 KiB guard bands on both sides.
- *   3. Three iterations with different data: the driver poisons every inbox (NaN), fills
- *      `mine` with exact values of (seed, PE, iteration), and meets the other PEs
+ *   3. Three iterations with different data: the driver poisons every inbox (NaN), sets every
+ *      byte of `mine` to 0x7F (a marker: "not written yet") and meets the other PEs
  *      (nvshmem_barrier_all, after its stream is idle) so that no put can land before the
- *      poison. Then ring_hello (yours), and the inbox is read back right behind your work on
- *      the same stream: no barrier of the driver's in between.
+ *      poison. Then, on the stream, it fills `mine` with exact values of (seed, PE, iteration),
+ *      calls ring_hello (yours), and reads the inbox back right behind your work on the same
+ *      stream: no barrier of the driver's in between.
  *   4. One PE per iteration (PE it mod n_pes) starts late on purpose: a kernel of the driver's
- *      sleeps 30 ms on its stream before ring_hello's work. Its successor can only pass if your
- *      code waits for the incoming data, not just for its own outgoing put.
+ *      sleeps 30 ms on its stream before the fill of `mine` and ring_hello's work. Its
+ *      successor can only pass if your code waits for the incoming data, not just for its own
+ *      outgoing put; and a kernel that is not ordered behind the stream's earlier work (launched
+ *      on the default stream, say) sends the marker instead of the data.
  *   5. Every element is compared exactly with what the previous PE sent; a mismatch that is
  *      another PE's data is named as such; `mine` must be unchanged; guard bands intact.
  *
@@ -32,6 +35,15 @@
 
 enum { kIterations = 3, kGuard = 4096 };
 static const long long kLateNs = 30LL * 1000 * 1000; /* how late the late PE starts */
+/* Every byte of `mine` until the stream's fill has run: a float (about 3.4e38) that no exact
+ * value equals, so an inbox holding it names a put that read `mine` too early. */
+enum { kMarkerByte = 0x7F };
+
+static int is_marker(float v) {
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  return bits == 0x7F7F7F7Fu;
+}
 
 /* What hello_alloc returned, as every PE judges it. */
 enum { kAllocOK = 0, kAllocNull = 1, kAllocNotSymmetric = 2, kAllocTooSmall = 3 };
@@ -136,18 +148,21 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
 
   mgpu_result r;
   mgpu_result_init(&r, n);
-  long long mine_changed = 0, guard_hits = 0;
-  int first_bad_it = -1, first_bad_late = -1;
+  long long mine_changed = 0, guard_hits = 0, marked = 0;
+  int first_bad_it = -1, first_bad_late = -1, first_marked_it = -1;
   for (int it = 0; it < kIterations; it++) {
     const int late = it % npes;
     long long hits = 0;
     if (mgpu_computes(ctx)) {
       mgpu_poison(&inbox, stream);
-      mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, me, it, stream);
+      MGPU_CUDA(cudaMemsetAsync(mine.ptr, kMarkerByte, bytes, stream));
       MGPU_CUDA(cudaStreamSynchronize(stream));
       nvshmem_barrier_all(); /* every inbox is poisoned before any PE sends */
 
+      /* `mine` is written on the stream, right before the call (and behind the late PE's
+       * sleep): work that is not ordered after the stream's earlier work sends the marker. */
       if (npes > 1 && me == late) mgpu_delay(stream, kLateNs);
+      mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, me, it, stream);
       MGPU_LEARNER(ring_hello((float *)inbox.ptr, (const float *)mine.ptr, (size_t)n, stream));
       MGPU_CUDA(cudaMemcpyAsync(host, inbox.ptr, bytes, cudaMemcpyDeviceToHost, stream));
       MGPU_CUDA(cudaMemcpyAsync(host_mine, mine.ptr, bytes, cudaMemcpyDeviceToHost, stream));
@@ -169,6 +184,10 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
       const float want = mgpu_exact_value_k(want_key, i);
       const long long before = r.bad;
       mgpu_result_add(&r, i, host[i], want, 0.0);
+      if (is_marker(host[i])) {
+        marked++;
+        if (first_marked_it < 0) first_marked_it = it;
+      }
       if (r.bad != before) { /* whose data is it? (values collide 1 in 129: count, keep the most) */
         for (int s = 0; s < npes; s++)
           if (s != prev && mgpu_exact_value(ctx->seed, s, it, i) == host[i]) from[s]++;
@@ -195,6 +214,14 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
                "mine was modified: %lld of its elements no longer held PE %d's data after the "
                "call; it is the source of your put, read it only",
                mine_changed, me);
+    } else if (marked) {
+      snprintf(r.msg, sizeof r.msg,
+               "PE %d's inbox holds %lld elements of the marker the driver leaves in `mine` until "
+               "the work queued on the stream before your call has written it (first in "
+               "iteration %d): PE %d's put read mine before the work queued ahead of it on the "
+               "stream had run. Launch your kernel on `stream` (the default stream is not "
+               "ordered with it), so that it starts after that work",
+               me, marked, first_marked_it, prev);
     } else if (r.bad && likely >= 0 && from[likely] * 2 >= r.bad) {
       snprintf(r.msg, sizeof r.msg,
                "PE %d's inbox holds data sent by PE %d, but its previous PE is %d (%d PEs): each "
