@@ -16,7 +16,8 @@
  *   1. Probes: the three methods are timed (GPU 0 -> GPU 1) at 2 KiB and 512 MiB, sizes the
  *      check never judges, and handed to the learner in machine_info.
  *   2. Choices: choose_method is called twice for every size of MGPU_CASES and
- *      MGPU_PERF_CASES, before anything is copied or timed, and never again. Then every device
+ *      MGPU_PERF_CASES and for the run's drawn sizes (below), before anything is copied or
+ *      timed, and never again. Then every device
  *      is synchronized and the current device and peer access are put back, so nothing the
  *      learner's code left behind runs while the methods are timed (the policy stage refuses
  *      copies, threads and processes in it). Case "choices": every answer is a method and the
@@ -27,7 +28,9 @@
  *      the methods are the course's), so every method the timing compares is known to copy
  *      right. The case record says whether choose_method gave a method for that size.
  *   4. Performance (MGPU_PERF=1), GPU 0 -> GPU 1:
- *      a. survey: at each size of MGPU_PERF_CASES but "worst-size", the three methods are timed
+ *      a. survey: at each size of MGPU_PERF_CASES but "worst-size", and at kDrawn sizes drawn
+ *         from the run's seed (log-uniform, one in each of 4 KiB-1 MiB, 1-64 MiB, 64 MiB-1 GiB;
+ *         "drawn-1".."drawn-3"), the three methods are timed
  *         in interleaved rounds (A B C, B C A, C A B, ...), each sample a run of back-to-back
  *         transfers released together from behind a spin gate, as the harness times; the
  *         medians make the table of value records (GB/s per method per size) and a note per
@@ -38,6 +41,11 @@
  *         furthest behind the fastest is timed again, yours against the fastest, with fresh
  *         paired samples. The checker judges that pair (algbw ratio >= 0.95, bootstrap
  *         interval, re-runs while undecided).
+ *
+ * Why drawn sizes: "within 5 % of the fastest at every size" judged at fixed sizes only passes
+ * a dispatcher that is right at exactly those sizes and wrong between them (a table keyed on
+ * the manifest's sizes, with anything at all elsewhere: variant exact-sizes). The drawn sizes
+ * are new in every run, so only a choice that holds between the listed sizes passes.
  *
  * Why judge the worst size with fresh samples: "within 5 % at every size" holds exactly when it
  * holds at the worst size. The survey picks that size; re-timing it keeps the pick's luck out
@@ -65,6 +73,7 @@ static const int kMaxIters = 512; /* transfers per survey sample */
 static const char *const kWorst = "worst-size";  /* the headline perf case (n unused) */
 static const char *const kChoices = "choices";    /* the case of every answer (n unused) */
 static const method kMethods[3] = {COPY_ENGINE, SM_STORES, TMA};
+enum { kDrawn = 3 }; /* sizes drawn afresh in every run, one per band: 4 KiB-1 MiB, -64 MiB, -1 GiB */
 
 static int g_sms;
 
@@ -365,6 +374,12 @@ static const answer *answer_for(const answers *as, size_t bytes) {
   return NULL;
 }
 
+/* Sizes drawn for this run, timed beside the manifest's (see the top of the file). */
+typedef struct drawn_sizes {
+  int n;
+  size_t bytes[kDrawn];
+} drawn_sizes;
+
 static void add_size(answers *as, long long n) {
   if (n <= 0 || answer_for(as, (size_t)n)) return;
   if (as->n == kMaxSizes) mgpu_fail("driver", "add_size", __FILE__, __LINE__, 0, "too many sizes");
@@ -384,11 +399,12 @@ static void describe(char *out, size_t len, int m) {
 /* Asks choose_method for every size, twice, then drains whatever the call left on the GPUs and
  * puts back the device and peer access. Records case "choices". Returns 1 when every answer
  * is a method and stable. */
-static int ask(mgpu_ctx *ctx, const ring *g, const machine_info *info, answers *as) {
+static int ask(mgpu_ctx *ctx, const ring *g, const machine_info *info, const drawn_sizes *drawn, answers *as) {
   for (int i = 0; i < ctx->ncases; i++)
     if (strcmp(ctx->cases[i].name, kChoices) != 0) add_size(as, ctx->cases[i].n);
   for (int i = 0; i < ctx->nperf_cases; i++)
     if (strcmp(ctx->perf_cases[i].name, kWorst) != 0) add_size(as, ctx->perf_cases[i].n);
+  for (int i = 0; i < drawn->n; i++) add_size(as, (long long)drawn->bytes[i]);
   for (int i = 0; i < as->n; i++) {
     machine_info copy = *info; /* the learner gets its own copy each time */
     as->a[i].first = (int)choose_method(as->a[i].bytes, &copy);
@@ -554,9 +570,47 @@ static void time_choice(mgpu_ctx *ctx, const char *name, const xfer *x, size_t b
   mgpu_time_pair(ctx, &t, op_run, &yours, op_run, &fastest, stream);
 }
 
-static void run_perf(mgpu_ctx *ctx, const ring *g, const xfer *x, const answers *as) {
-  int worst = -1, worst_chosen = 0, worst_best = 0;
-  double worst_ratio = 2;
+/* The survey of one size, its note and value records, and its pair (not judged); keeps the
+ * size where the choice is furthest behind the fastest in *w. */
+typedef struct worst_pick {
+  double ratio;
+  size_t bytes;
+  char name[64];
+  int chosen, best;
+} worst_pick;
+
+static void time_size(mgpu_ctx *ctx, const ring *g, const xfer *x, const answers *as, const char *case_name,
+                      size_t bytes, worst_pick *w) {
+  const answer *a = answer_for(as, bytes);
+  const int chosen = a->first;
+  double us[NUM_METHODS];
+  survey(x, bytes, g->stream[x->from], us);
+  int best = COPY_ENGINE;
+  for (int k = 0; k < 3; k++)
+    if (us[kMethods[k]] < us[best]) best = kMethods[k];
+  char name[128];
+  for (int k = 0; k < 3; k++) {
+    snprintf(name, sizeof name, "%s, %s", case_name, method_name(kMethods[k]));
+    mgpu_value(name, gbps(bytes, us[kMethods[k]]), "GB/s");
+  }
+  const double ratio = us[best] / us[chosen];
+  mgpu_note("%s (%zu bytes): copy engine %.1f, SM stores %.1f, TMA %.1f GB/s (survey medians); you chose %s: %.2fx of the fastest (%s)",
+            case_name, bytes, gbps(bytes, us[COPY_ENGINE]), gbps(bytes, us[SM_STORES]), gbps(bytes, us[TMA]),
+            method_name(chosen), ratio, method_name(best));
+  if (ratio <= w->ratio) { /* ties go to the later size */
+    w->ratio = ratio;
+    w->bytes = bytes;
+    snprintf(w->name, sizeof w->name, "%s", case_name);
+    w->chosen = chosen;
+    w->best = best;
+  }
+  time_choice(ctx, case_name, x, bytes, chosen, best, g->stream[x->from]);
+}
+
+static void run_perf(mgpu_ctx *ctx, const ring *g, const xfer *x, const answers *as, const drawn_sizes *drawn) {
+  worst_pick w;
+  memset(&w, 0, sizeof w);
+  w.ratio = 2;
   int have_worst = 0;
   for (int c = 0; c < ctx->nperf_cases; c++)
     if (strcmp(ctx->perf_cases[c].name, kWorst) == 0) have_worst = 1;
@@ -565,36 +619,39 @@ static void run_perf(mgpu_ctx *ctx, const ring *g, const xfer *x, const answers 
   for (int c = 0; c < ctx->nperf_cases; c++) {
     const mgpu_case *pc = &ctx->perf_cases[c];
     if (strcmp(pc->name, kWorst) == 0) continue;
-    const size_t bytes = (size_t)pc->n;
-    const answer *a = answer_for(as, bytes);
-    const int chosen = a->first;
-    double us[NUM_METHODS];
-    survey(x, bytes, g->stream[x->from], us);
-    int best = COPY_ENGINE;
-    for (int k = 0; k < 3; k++)
-      if (us[kMethods[k]] < us[best]) best = kMethods[k];
-    char name[128];
-    for (int k = 0; k < 3; k++) {
-      snprintf(name, sizeof name, "%s, %s", pc->name, method_name(kMethods[k]));
-      mgpu_value(name, gbps(bytes, us[kMethods[k]]), "GB/s");
-    }
-    const double ratio = us[best] / us[chosen];
-    mgpu_note("%s: copy engine %.1f, SM stores %.1f, TMA %.1f GB/s (survey medians); you chose %s: %.2fx of the fastest (%s)",
-              pc->name, gbps(bytes, us[COPY_ENGINE]), gbps(bytes, us[SM_STORES]), gbps(bytes, us[TMA]),
-              method_name(chosen), ratio, method_name(best));
-    if (ratio <= worst_ratio) { /* ties go to the later (larger) size */
-      worst_ratio = ratio;
-      worst = c;
-      worst_chosen = chosen;
-      worst_best = best;
-    }
-    time_choice(ctx, pc->name, x, bytes, chosen, best, g->stream[x->from]);
+    time_size(ctx, g, x, as, pc->name, (size_t)pc->n, &w);
   }
-  if (worst < 0) mgpu_fail("driver", "run_perf", __FILE__, __LINE__, 0, "no sizes to time: a bug in the course");
-  const mgpu_case *wc = &ctx->perf_cases[worst];
-  mgpu_note("worst-size is %s (%lld bytes): your choice, %s, against the fastest there, %s, timed again with fresh samples",
-            wc->name, wc->n, method_name(worst_chosen), method_name(worst_best));
-  time_choice(ctx, kWorst, x, (size_t)wc->n, worst_chosen, worst_best, g->stream[x->from]);
+  for (int i = 0; i < drawn->n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "drawn-%d", i + 1);
+    time_size(ctx, g, x, as, name, drawn->bytes[i], &w);
+  }
+  if (w.bytes == 0) mgpu_fail("driver", "run_perf", __FILE__, __LINE__, 0, "no sizes to time: a bug in the course");
+  mgpu_note("worst-size is %s (%zu bytes): your choice, %s, against the fastest there, %s, timed again with fresh samples",
+            w.name, w.bytes, method_name(w.chosen), method_name(w.best));
+  time_choice(ctx, kWorst, x, w.bytes, w.chosen, w.best, g->stream[x->from]);
+}
+
+/* Draws this run's extra sizes from the run's seed, one per band, log-uniform
+ * within it; none is a size of the manifest. */
+static void draw_sizes(const mgpu_ctx *ctx, drawn_sizes *d) {
+  static const double bands[kDrawn + 1] = {4096.0, 1048576.0, 67108864.0, 1073741824.0};
+  unsigned long long x = ctx->seed ^ 0x6D6F64756C6535ULL;
+  d->n = 0;
+  for (int i = 0; i < kDrawn; i++) {
+    x += 0x9E3779B97F4A7C15ULL;
+    unsigned long long z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    const double u = (double)(z >> 11) / 9007199254740992.0; /* [0, 1) */
+    size_t b = (size_t)exp(log(bands[i]) + u * (log(bands[i + 1]) - log(bands[i])));
+    if (b <= (size_t)bands[i]) b = (size_t)bands[i] + 1;
+    if (b >= (size_t)bands[i + 1]) b = (size_t)bands[i + 1] - 1;
+    for (int c = 0; c < ctx->nperf_cases; c++)
+      if ((size_t)ctx->perf_cases[c].n == b) b++;
+    d->bytes[d->n++] = b;
+  }
 }
 
 /* ---- main ---------------------------------------------------------------------------------- */
@@ -626,11 +683,18 @@ int main(int argc, char **argv) {
   info.same_gpu = g.n == 1;
   info.tma_sms = kTmaSMs < info.sms ? kTmaSMs : info.sms;
 
+  /* This run's drawn sizes (timing only). */
+  drawn_sizes drawn;
+  memset(&drawn, 0, sizeof drawn);
+  if (ctx.perf) draw_sizes(&ctx, &drawn);
+
   /* Timing buffers, GPU 0 -> its next, as large as the largest size timed. */
   size_t cap = kProbeLarge;
   for (int c = 0; c < ctx.nperf_cases; c++)
     if (ctx.perf && (size_t)ctx.perf_cases[c].n > cap && strcmp(ctx.perf_cases[c].name, kWorst) != 0)
       cap = (size_t)ctx.perf_cases[c].n;
+  for (int i = 0; i < drawn.n; i++)
+    if (drawn.bytes[i] > cap) cap = drawn.bytes[i];
   void *tsrc = NULL, *tdst = NULL;
   MGPU_CUDA(cudaSetDevice(next_of(&g, 0)));
   MGPU_CUDA(cudaMalloc(&tdst, cap));
@@ -662,7 +726,7 @@ int main(int argc, char **argv) {
 
   /* 2. Choices. */
   static answers as;
-  const int valid = ask(&ctx, &g, &info, &as);
+  const int valid = ask(&ctx, &g, &info, &drawn, &as);
 
   /* 3. Correctness. */
   for (int c = 0; c < ctx.ncases; c++)
@@ -671,7 +735,7 @@ int main(int argc, char **argv) {
   /* 4. Performance. */
   if (ctx.perf && valid) {
     MGPU_CUDA(cudaSetDevice(0));
-    run_perf(&ctx, &g, &tx, &as);
+    run_perf(&ctx, &g, &tx, &as, &drawn);
   } else if (ctx.perf) {
     mgpu_note("not timed: choose_method did not give one method for every size (case \"choices\")");
   }

@@ -9,7 +9,10 @@
  * Correctness, per case and pair (n = bytes): exchange() moves n_ab bytes A -> B and n_ba
  * bytes B -> A. Most cases have n_ab = n_ba = n; "short-ab" has n_ab = 4096, n_ba = n, and
  * "short-ba" the reverse, so that whichever direction runs on a stream of its own is the long
- * one in one of the two cases.
+ * one in one of the two cases. "swap-..." runs every pair with A and B swapped (GPU 1 -> GPU 0 is
+ * A -> B, `stream` is GPU 1's) and "self-..." pairs each A with itself, as a machine with one GPU
+ * does: code that works only for A = GPU 0 and B = GPU 1 fails there. After each call the
+ * driver checks that the current device is A again, as it was when exchange() was called.
  *   1. Both sources hold an old pattern; the four buffers are guarded and the destinations
  *      poisoned (0xFF).
  *   2. On `stream` (a non-blocking stream of A): a 20 ms delay kernel, then the fills of both
@@ -26,11 +29,16 @@
  * Performance (pair 0): your exchange of n bytes each way (2n bytes moved) against one
  * cudaMemcpyPeerAsync of 2n bytes A -> B, timed in the same run, alternating (mgpu_time_pair,
  * algbw of 2n bytes). Both directions at once should take half the time of one direction.
- * After timing ("after-timing", not in MGPU_CASES): a_dst must still hold b_src, which no timed
- * call changed (the baseline writes b_dst2 only, so only the exchange wrote a_dst); then both
- * sources get patterns no call has seen, both destinations are poisoned, and one more exchange
- * on the timed buffers and stream must deliver both. An exchange that stops copying once it has
- * been called often enough, or on the same buffers again, fails here.
+ * Every timed call is checked too: right behind it on `stream` (inside the timed operation, and
+ * the same behind every baseline copy), a one-block probe kernel compares kProbes bytes of each
+ * destination, at positions drawn afresh for every call, with the source and overwrites them
+ * with their complement, so that the next call must write them again. A call that skipped a
+ * direction (an exchange that copies one way only when the calls come close together moves n
+ * bytes in the time of n, a ratio of 2.0 with no concurrency at all) leaves complements there,
+ * which the next probe counts. After timing ("after-timing", not in MGPU_CASES): the probes'
+ * count, then both sources get patterns no call has seen, both destinations are poisoned, and
+ * one more exchange on the timed buffers and stream must deliver both. An exchange that stops
+ * copying once it has been called often enough, or on the same buffers again, fails here.
  * Afterwards, for the report only: the exchange again while a kernel keeps every SM of both
  * GPUs busy (copy engines need no SMs).
  *
@@ -51,7 +59,8 @@ static const size_t kStage = (size_t)64 << 20; /* host staging for comparisons *
 
 typedef struct pair {
   int a, b;
-  cudaStream_t stream; /* non-blocking, on a */
+  cudaStream_t stream;   /* non-blocking, on a */
+  cudaStream_t stream_b; /* non-blocking, on b: `stream` of the case with A and B swapped */
 } pair;
 
 /* A CUDA error the learner's code left behind is the learner's, not the driver's. */
@@ -102,7 +111,15 @@ static void check_pair(mgpu_ctx *ctx, const pair *p, int pk, const char *name, s
     mgpu_fill_pattern(b_src.ptr, n_ba, ctx->seed, it_ba, p->stream);
     MGPU_LEARNER(exchange(b_dst.ptr, a_src.ptr, n_ab, a_dst.ptr, b_src.ptr, n_ba, p->a, p->b, p->stream));
     expect_no_pending_error("exchange");
-    MGPU_CUDA(cudaSetDevice(p->a));
+    int now = p->a;
+    MGPU_CUDA(cudaGetDevice(&now));
+    if (now != p->a) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "case %s: exchange() returned with GPU %d current; it was called with GPU %d "
+               "current (dev_a = %d, dev_b = %d). Save the current device first (cudaGetDevice) and "
+               "put it back before you return.", name, now, p->a, p->a, p->b);
+      mgpu_fail("learner", "exchange", __FILE__, __LINE__, 0, msg);
+    }
     MGPU_CUDA(cudaMemcpyAsync(snap_ab.ptr, b_dst.ptr, n_ab, cudaMemcpyDefault, p->stream));
     MGPU_CUDA(cudaMemcpyAsync(snap_ba.ptr, a_dst.ptr, n_ba, cudaMemcpyDefault, p->stream));
     MGPU_CUDA(cudaStreamSynchronize(p->stream));
@@ -178,17 +195,20 @@ static void check_pair(mgpu_ctx *ctx, const pair *p, int pk, const char *name, s
 
 typedef struct perf_bufs {
   const pair *p;
-  void *b_dst2; /* 2n bytes on B */
-  const void *a_src2; /* 2n bytes on A */
+  void *b_dst2;       /* 2n bytes on B: the baseline's destination */
+  const void *a_src2; /* 2n bytes on A: the baseline's source; its first n bytes are yours */
+  void *b_dst;        /* n bytes on B: your A -> B destination */
   void *a_dst;        /* n bytes on A */
   const void *b_src;  /* n bytes on B */
   size_t n;
+  unsigned long long *probe; /* on A: {yours wrong, yours probed, baseline wrong, baseline probed} */
+  unsigned long long salt;
 } perf_bufs;
 
 static void call_exchange(const perf_bufs *b, cudaStream_t stream) {
   (void)b;
   (void)stream;
-  MGPU_LEARNER(exchange(b->b_dst2, b->a_src2, b->n, b->a_dst, b->b_src, b->n, b->p->a, b->p->b, stream));
+  MGPU_LEARNER(exchange(b->b_dst, b->a_src2, b->n, b->a_dst, b->b_src, b->n, b->p->a, b->p->b, stream));
 }
 
 static void op_exchange(void *arg, int iter, cudaStream_t stream) {
@@ -196,10 +216,57 @@ static void op_exchange(void *arg, int iter, cudaStream_t stream) {
   call_exchange((const perf_bufs *)arg, stream);
 }
 
+/* The probe of one timed call (see the top of the file): block k checks pair k, kProbes bytes,
+ * one in each of kProbes equal segments of its n bytes, at offsets drawn from salt; each byte
+ * is compared with the source and overwritten with its complement. counts[0] += wrong bytes,
+ * counts[1] += bytes probed. Positions are distinct, so no thread sees another's complement. */
+enum { kProbes = 256 };
+typedef struct probe_pair {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t n;
+} probe_pair;
+
+__device__ unsigned long long probe_mix(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+__global__ void probe_kernel(probe_pair p0, probe_pair p1, unsigned long long salt, unsigned long long *counts) {
+  const probe_pair p = blockIdx.x == 0 ? p0 : p1;
+  if ((size_t)threadIdx.x >= p.n) return;
+  const size_t seg = p.n >= (size_t)kProbes ? p.n / kProbes : 1;
+  const size_t i = (size_t)threadIdx.x * seg + (size_t)(probe_mix(salt ^ ((unsigned long long)blockIdx.x << 32) ^ threadIdx.x) % seg);
+  const uint8_t want = p.src[i];
+  if (p.dst[i] != want) atomicAdd(&counts[0], 1ULL);
+  p.dst[i] = (uint8_t)~want;
+  atomicAdd(&counts[1], 1ULL);
+}
+
+static unsigned long long call_salt(const perf_bufs *b, int iter) {
+  return b->salt ^ (0xD1B54A32D192ED03ULL * (unsigned long long)(iter + 1));
+}
+
+/* A timed exchange: the call, then on `stream` the probe of both destinations. */
+static void op_timed_exchange(void *arg, int iter, cudaStream_t stream) {
+  const perf_bufs *b = (const perf_bufs *)arg;
+  call_exchange(b, stream);
+  MGPU_CUDA(cudaSetDevice(b->p->a));
+  const probe_pair ba = {(uint8_t *)b->a_dst, (const uint8_t *)b->b_src, b->n};
+  const probe_pair ab = {(uint8_t *)b->b_dst, (const uint8_t *)b->a_src2, b->n};
+  probe_kernel<<<2, kProbes, 0, stream>>>(ba, ab, call_salt(b, iter), b->probe);
+  MGPU_CUDA(cudaGetLastError());
+}
+
+/* The baseline, probed the same way (one pair), so that both sides pay for a probe. */
 static void op_one_way(void *arg, int iter, cudaStream_t stream) {
   perf_bufs *b = (perf_bufs *)arg;
-  (void)iter;
   MGPU_CUDA(cudaMemcpyPeerAsync(b->b_dst2, b->p->b, b->a_src2, b->p->a, 2 * b->n, stream));
+  const probe_pair ab = {(uint8_t *)b->b_dst2, (const uint8_t *)b->a_src2, 2 * b->n};
+  probe_kernel<<<1, kProbes, 0, stream>>>(ab, ab, ~call_salt(b, iter), b->probe + 2);
+  MGPU_CUDA(cudaGetLastError());
 }
 
 /* The exchange `reps` times, timed with events on the pair's stream; GB/s of 2n bytes each. */
@@ -223,23 +290,33 @@ static double events_gbps(perf_bufs *b, int reps) {
 
 enum { kTimedAB = 900, kTimedBA = 901, kAfterAB = 902, kAfterBA = 903 }; /* pattern iters */
 
-/* The case "after-timing": the last timed call's a_dst (b_src unchanged during timing; b_dst2
- * is the baseline's destination too, so it tells nothing), then one more exchange exactly as
- * the timed ones, with sources no call has seen and poisoned destinations. The rank hands over
- * a_dst before and after, the first n bytes of b_dst2 and the guard count. */
-static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mgpu_buf *b_dst2,
+/* The case "after-timing": the probes' count of the timed calls (the rank hands over {yours
+ * wrong, yours probed}), then one more exchange exactly as the timed ones, with sources no
+ * call has seen and poisoned destinations. The rank hands over both destinations and the
+ * guard count. */
+static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mgpu_buf *b_dst,
                                mgpu_buf *b_src, mgpu_buf *a_dst, uint8_t *host) {
   const pair *p = b->p;
   const size_t n = b->n;
   mgpu_result r;
   mgpu_result_init(&r, 2 * (long long)n);
-  if (mgpu_computes(ctx)) MGPU_CUDA(cudaSetDevice(p->a));
-  const tally last = compare(ctx, "after-timing/last", a_dst->ptr, n, kTimedBA, kTimedBA, host, NULL, 0);
+  unsigned long long probe[4] = {0, 0, 0, 0};
+  if (mgpu_computes(ctx)) {
+    MGPU_CUDA(cudaSetDevice(p->a));
+    MGPU_CUDA(cudaMemcpy(probe, b->probe, sizeof probe, cudaMemcpyDeviceToHost));
+    if (probe[2])
+      mgpu_note("after-timing: the probes found %llu of %llu bytes of the baseline's copies wrong: a bug in the course",
+                probe[2], probe[3]);
+  }
+  mgpu_hand_over(ctx, "after-timing/probes", probe, 2 * sizeof probe[0]);
+  const long long missed = (long long)probe[0];
+  r.checked += (long long)probe[1];
+  r.bad += missed;
 
   if (mgpu_computes(ctx)) {
     mgpu_fill_pattern(a_src2->ptr, n, ctx->seed, kAfterAB, p->stream);
     mgpu_fill_pattern(b_src->ptr, n, ctx->seed, kAfterBA, p->stream);
-    mgpu_poison(b_dst2, 0);
+    mgpu_poison(b_dst, 0);
     mgpu_poison(a_dst, 0);
     sync_all(ctx->num_devices);
     MGPU_CUDA(cudaSetDevice(p->a));
@@ -251,30 +328,32 @@ static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mg
     MGPU_CUDA(cudaSetDevice(p->a));
   }
 
-  const tally ab = compare(ctx, "after-timing/ab", b_dst2->ptr, n, kAfterAB, kTimedAB, host, &r, 0);
+  const tally ab = compare(ctx, "after-timing/ab", b_dst->ptr, n, kAfterAB, kTimedAB, host, &r, 0);
   const tally ba = compare(ctx, "after-timing/ba", a_dst->ptr, n, kAfterBA, kTimedBA, host, &r, (long long)n);
   long long hits = 0;
   if (mgpu_computes(ctx))
-    hits = mgpu_guard_hits(a_src2) + mgpu_guard_hits(b_dst2) + mgpu_guard_hits(b_src) + mgpu_guard_hits(a_dst);
+    hits = mgpu_guard_hits(a_src2) + mgpu_guard_hits(b_dst) + mgpu_guard_hits(b_src) + mgpu_guard_hits(a_dst);
   if (!mgpu_hand_over(ctx, "after-timing/guards", &hits, sizeof hits)) return;
   r.guard_hits = hits;
-  if (last.bad + last.unwritten)
-    snprintf(r.msg, sizeof r.msg,
-             "after the timed calls, a_dst did not hold what b_src held during them (%lld of %zu "
-             "bytes wrong): every call must do the whole work, repeated calls with the same "
-             "buffers included",
-             last.bad + last.unwritten, n);
-  else if (ab.bad + ab.unwritten + ba.bad + ba.unwritten)
+  if (ab.bad + ab.unwritten + ba.bad + ba.unwritten)
     snprintf(r.msg, sizeof r.msg,
              "after the timed calls, a call with new data in the same buffers gave a wrong "
              "result: every call must do the whole work, repeated calls with the same buffers "
              "included (A -> B: %lld of %zu bytes wrong, %lld of them the previous contents; "
              "B -> A: %lld wrong, %lld the previous contents)",
              ab.bad + ab.unwritten, n, ab.old, ba.bad + ba.unwritten, ba.old);
+  else if (missed)
+    snprintf(r.msg, sizeof r.msg,
+             "the timed calls did not all do the whole work: right behind each timed call the "
+             "driver compared %d bytes of each destination, at places drawn afresh each time, "
+             "with the sources and then overwrote them, and %lld of %lld such bytes had not been "
+             "written by the call just before. Every call must copy both directions in full, "
+             "however often and however close together the calls come",
+             kProbes, missed, (long long)probe[1]);
   else if (r.guard_hits)
     snprintf(r.msg, sizeof r.msg, "after the timed calls: %lld guard bytes around the buffers "
              "changed: write each destination's bytes and nothing else", r.guard_hits);
-  mgpu_record_case("after-timing", &r, last.bad + last.unwritten != 0);
+  mgpu_record_case("after-timing", &r, 0);
 }
 
 static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *host) {
@@ -282,17 +361,23 @@ static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *
   if (!mgpu_computes(ctx)) { /* the verifier: the after-timing check only */
     mgpu_buf none;
     memset(&none, 0, sizeof none);
-    perf_bufs b = {p, NULL, NULL, NULL, NULL, n};
+    perf_bufs b = {p, NULL, NULL, NULL, NULL, NULL, n, NULL, 0};
     check_after_timing(ctx, &b, &none, &none, &none, &none, host);
     return;
   }
   mgpu_buf a_src2 = mgpu_alloc(2 * n, p->a), b_dst2 = mgpu_alloc(2 * n, p->b);
-  mgpu_buf b_src = mgpu_alloc(n, p->b), a_dst = mgpu_alloc(n, p->a);
+  mgpu_buf b_src = mgpu_alloc(n, p->b), a_dst = mgpu_alloc(n, p->a), b_dst = mgpu_alloc(n, p->b);
+  unsigned long long *probe = NULL;
   MGPU_CUDA(cudaSetDevice(p->a));
+  MGPU_CUDA(cudaMalloc((void **)&probe, 4 * sizeof *probe));
+  MGPU_CUDA(cudaMemset(probe, 0, 4 * sizeof *probe));
   mgpu_fill_pattern(a_src2.ptr, 2 * n, ctx->seed, kTimedAB, p->stream);
   mgpu_fill_pattern(b_src.ptr, n, ctx->seed, kTimedBA, p->stream);
   MGPU_CUDA(cudaStreamSynchronize(p->stream));
-  perf_bufs b = {p, b_dst2.ptr, a_src2.ptr, a_dst.ptr, b_src.ptr, n};
+  MGPU_CUDA(cudaDeviceSynchronize());
+  /* Where the probes look: unknown before the run (the host clock), new for every call. */
+  unsigned long long salt = (unsigned long long)(mgpu_now_us() * 1000.0) ^ ((unsigned long long)(uintptr_t)probe << 17);
+  perf_bufs b = {p, b_dst2.ptr, a_src2.ptr, b_dst.ptr, a_dst.ptr, b_src.ptr, n, probe, salt};
 
   mgpu_timing t;
   memset(&t, 0, sizeof t);
@@ -300,10 +385,10 @@ static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *
   t.bytes = 2.0 * (double)n;
   t.factor = 1.0;
   t.metric = "algbw";
-  mgpu_time_pair(ctx, &t, op_exchange, &b, op_one_way, &b, p->stream);
+  mgpu_time_pair(ctx, &t, op_timed_exchange, &b, op_one_way, &b, p->stream);
   expect_no_pending_error("exchange");
   sync_all(ctx->num_devices);
-  check_after_timing(ctx, &b, &a_src2, &b_dst2, &b_src, &a_dst, host);
+  check_after_timing(ctx, &b, &a_src2, &b_dst, &b_src, &a_dst, host);
 
   /* For the report: the same exchange while every SM of both GPUs spins. */
   const double alone = events_gbps(&b, 5);
@@ -334,6 +419,25 @@ static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *
   mgpu_free(&b_dst2);
   mgpu_free(&b_src);
   mgpu_free(&a_dst);
+  mgpu_free(&b_dst);
+  MGPU_CUDA(cudaSetDevice(p->a));
+  MGPU_CUDA(cudaFree(probe));
+}
+
+/* The GPUs of a case on pair p: "swap-..." swaps A and B (GPU 1 is A, and `stream` is GPU 1's),
+ * "self-..." pairs A with itself (as on a machine with one GPU); the others use p as it is. */
+static pair case_pair(const mgpu_case *c, const pair *p) {
+  pair q = *p;
+  if (strncmp(c->name, "swap-", 5) == 0) {
+    q.a = p->b;
+    q.b = p->a;
+    q.stream = p->stream_b;
+    q.stream_b = p->stream;
+  } else if (strncmp(c->name, "self-", 5) == 0) {
+    q.b = p->a;
+    q.stream_b = p->stream;
+  }
+  return q;
 }
 
 /* n_ab and n_ba of a case: "short-ab" and "short-ba" make one direction 4 KiB. */
@@ -370,6 +474,8 @@ int main(int argc, char **argv) {
     enable_peer(pairs[k].b, pairs[k].a);
     MGPU_CUDA(cudaSetDevice(pairs[k].a));
     MGPU_CUDA(cudaStreamCreateWithFlags(&pairs[k].stream, cudaStreamNonBlocking));
+    MGPU_CUDA(cudaSetDevice(pairs[k].b));
+    MGPU_CUDA(cudaStreamCreateWithFlags(&pairs[k].stream_b, cudaStreamNonBlocking));
   }
   if (mgpu_computes(&ctx) && ndev == 1) mgpu_note("one GPU: it is paired with itself");
 
@@ -379,7 +485,10 @@ int main(int argc, char **argv) {
     sizes(&ctx.cases[c], &n_ab, &n_ba);
     mgpu_result r;
     mgpu_result_init(&r, (long long)(n_ab + n_ba) * np);
-    for (int k = 0; k < np; k++) check_pair(&ctx, &pairs[k], k, ctx.cases[c].name, n_ab, n_ba, 10 * c + 1, &r, host);
+    for (int k = 0; k < np; k++) {
+      const pair q = case_pair(&ctx.cases[c], &pairs[k]);
+      check_pair(&ctx, &q, k, ctx.cases[c].name, n_ab, n_ba, 10 * c + 1, &r, host);
+    }
     if (mgpu_verifies(&ctx)) mgpu_record_case(ctx.cases[c].name, &r, 0);
   }
   if (ctx.perf) {
@@ -392,6 +501,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < np; k++) {
       MGPU_CUDA(cudaSetDevice(pairs[k].a));
       MGPU_CUDA(cudaStreamDestroy(pairs[k].stream));
+      MGPU_CUDA(cudaSetDevice(pairs[k].b));
+      MGPU_CUDA(cudaStreamDestroy(pairs[k].stream_b));
     }
   }
   return mgpu_finish(&ctx);

@@ -15,7 +15,11 @@
  *        (an imported handle keeps the memory alive), and calls add_peer.
  * out is a guarded, poisoned buffer; every element is compared with mine + prev's values,
  * exactly (integers, tolerance 0). A rank's values differ from every other rank's, so reading
- * the wrong buffer fails. If any rank's export gives nothing usable, every rank records the
+ * the wrong buffer fails. The rank also reports what the learner's mappings are: the access the
+ * imported VMM region gives this rank's GPU (cuMemGetAccess: read/write, as share.h asks), and
+ * whether anything is still mapped at a mapping's address after ipc_close or vmm_release
+ * (cudaPointerGetAttributes); right sums with a mapping left behind, or a read-only import,
+ * fail the case. If any rank's export gives nothing usable, every rank records the
  * case as failed and skips the exchange (the ranks agree first, so nobody waits forever).
  *
  * The comparisons are each rank's verifier's (`verifier: true`, docs/protocol.md §4): handles,
@@ -53,6 +57,42 @@ static int all_ok(mgpu_ctx *ctx, const char *key, int mine) {
   return ok;
 }
 
+/* Whether `p` is still device memory mapped in this process (after the learner's release). */
+static int still_mapped(const void *p) {
+  cudaPointerAttributes a;
+  memset(&a, 0, sizeof a);
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError(); /* an address nothing is mapped at */
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* The access `device` has to the mapping at p (cuMemGetAccess, CU_MEM_ACCESS_FLAGS_PROT_*), or
+ * -1 when the driver does not tell. */
+typedef CUresult (*mem_get_access_fn)(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr);
+static long long access_of(CUdeviceptr p, int device) {
+  static mem_get_access_fn get = NULL;
+  static int looked = 0;
+  if (!looked) {
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAccess", &fn, 12050, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      get = (mem_get_access_fn)fn;
+    (void)cudaGetLastError();
+    looked = 1;
+  }
+  if (!get) return -1;
+  CUmemLocation loc;
+  memset(&loc, 0, sizeof loc);
+  loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  loc.id = device;
+  unsigned long long flags = 0;
+  if (get(&flags, &loc, p) != CUDA_SUCCESS) return -1;
+  return (long long)flags;
+}
+
 /* Where the check is made: the case failed without a sum to compare. */
 static void failed_case(mgpu_ctx *ctx, const char *name, long long n, const char *msg) {
   if (!mgpu_verifies(ctx)) return;
@@ -66,7 +106,7 @@ static void failed_case(mgpu_ctx *ctx, const char *name, long long n, const char
  * "<name>/guards"); where the check is made, out == mine + prev's values, every element, and the
  * case record. Called on the same path in both programs (after the import gave an address). */
 static void check_sum(mgpu_ctx *ctx, const char *name, const mgpu_buf *out, long long n, int it, int prev,
-                      const char *how) {
+                      const char *how, const char *after) {
   const size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
   float *got = (float *)malloc(bytes);
   if (!got) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
@@ -112,7 +152,9 @@ static void check_sum(mgpu_ctx *ctx, const char *name, const mgpu_buf *out, long
     snprintf(r.msg, sizeof r.msg, "rank %d (%s): %lld of %lld sums differ from mine[i] + (rank %d's buffer)[i]", ctx->rank, how, wrong, n, prev);
   else if (r.guard_hits)
     snprintf(r.msg, sizeof r.msg, "rank %d (%s): add_peer wrote outside out[0..%lld)", ctx->rank, how, n);
-  mgpu_record_case(name, &r, 0);
+  else if (after && after[0])
+    snprintf(r.msg, sizeof r.msg, "rank %d (%s): the sums are right, but %s", ctx->rank, how, after);
+  mgpu_record_case(name, &r, after && after[0]);
   free(want);
 }
 
@@ -178,17 +220,28 @@ static void run_ipc(mgpu_ctx *ctx, const mgpu_case *c, int it, cudaStream_t stre
       MGPU_CUDA(cudaDeviceSynchronize());
     }
   }
-  if (hand_over_imported(ctx, c->name, peer != NULL))
-    check_sum(ctx, c->name, &out, n, it, prev, "CUDA IPC");
-  else
-    failed_case(ctx, c->name, n, "ipc_import returned NULL: the peer's buffer was not mapped");
+  /* What the rank found after ipc_close: {the peer's buffer is still mapped at its address}. */
+  int left[1] = {0};
   if (mgpu_computes(ctx)) {
     mgpu_barrier(ctx, "ipc-read"); /* nobody closes or frees while another rank still reads */
     if (peer) {
       MGPU_LEARNER(ipc_close(peer));
       expect_no_pending_error("ipc_close");
+      left[0] = still_mapped(peer);
     }
     mgpu_barrier(ctx, "ipc-closed");
+  }
+  if (hand_over_imported(ctx, c->name, peer != NULL)) {
+    snprintf(tag, sizeof tag, "%s/closed", c->name);
+    mgpu_hand_over(ctx, tag, left, sizeof left);
+    check_sum(ctx, c->name, &out, n, it, prev, "CUDA IPC",
+              left[0] ? "ipc_close left the peer's buffer mapped at the address ipc_import returned: "
+                        "unmap it (cudaIpcCloseMemHandle)"
+                      : "");
+  } else {
+    failed_case(ctx, c->name, n, "ipc_import returned NULL: the peer's buffer was not mapped");
+  }
+  if (mgpu_computes(ctx)) {
     mgpu_free(&out);
     MGPU_CUDA(cudaFree(mine));
   }
@@ -233,6 +286,7 @@ static void run_vmm(mgpu_ctx *ctx, const mgpu_cu *cu, const mgpu_case *c, int it
 
   mgpu_buf out;
   memset(&out, 0, sizeof out);
+  int imported = 0; /* vmm_import gave an address (vmm_release may clear peer later) */
   if (mgpu_computes(ctx)) {
     mgpu_fill_exact_f32((float *)(uintptr_t)mine.ptr, n, ctx->seed, ctx->rank, it, stream);
     MGPU_CUDA(cudaStreamSynchronize(stream));
@@ -247,6 +301,7 @@ static void run_vmm(mgpu_ctx *ctx, const mgpu_cu *cu, const mgpu_case *c, int it
     free(fds);
 
     out = mgpu_alloc(bytes, ctx->device);
+    imported = peer.ptr != 0;
     if (peer.ptr) {
       MGPU_LEARNER(add_peer((float *)out.ptr, (const float *)(uintptr_t)mine.ptr, (const float *)(uintptr_t)peer.ptr, n, stream));
       expect_no_pending_error("add_peer");
@@ -254,19 +309,39 @@ static void run_vmm(mgpu_ctx *ctx, const mgpu_cu *cu, const mgpu_case *c, int it
       MGPU_CUDA(cudaDeviceSynchronize());
     }
   }
-  if (hand_over_imported(ctx, c->name, peer.ptr != 0))
-    check_sum(ctx, c->name, &out, n, it, prev, "VMM");
-  else
-    failed_case(ctx, c->name, n, "vmm_import left the region unmapped (ptr 0)");
+  /* What the rank found of the mappings: {the access this rank's GPU has to the imported one
+   * (-1: not known), the imported region still mapped after vmm_release, this rank's own region
+   * still mapped after vmm_release}. */
+  long long found[3] = {-1, 0, 0};
   if (mgpu_computes(ctx)) {
+    const CUdeviceptr peer_at = peer.ptr, mine_at = mine.ptr;
+    if (peer_at) found[0] = access_of(peer_at, ctx->device);
     mgpu_barrier(ctx, "vmm-read");
-    if (peer.ptr) MGPU_LEARNER(vmm_release(cu, &peer));
+    if (peer_at) MGPU_LEARNER(vmm_release(cu, &peer));
     expect_no_pending_error("vmm_release");
+    if (peer_at) found[1] = still_mapped((const void *)(uintptr_t)peer_at);
     mgpu_barrier(ctx, "vmm-unmapped");
     MGPU_LEARNER(vmm_release(cu, &mine));
     expect_no_pending_error("vmm_release");
-    mgpu_free(&out);
+    found[2] = still_mapped((const void *)(uintptr_t)mine_at);
   }
+  if (hand_over_imported(ctx, c->name, imported)) {
+    snprintf(tag, sizeof tag, "%s/mappings", c->name);
+    mgpu_hand_over(ctx, tag, found, sizeof found);
+    char after[300] = "";
+    if (found[0] >= 0 && found[0] != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+      snprintf(after, sizeof after, "vmm_import gave this rank's GPU %s access to the imported region, not read/write: "
+               "CUmemAccessDesc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE (the next exercises write into a peer's memory)",
+               found[0] == CU_MEM_ACCESS_FLAGS_PROT_READ ? "read-only" : "no");
+    else if (found[1])
+      snprintf(after, sizeof after, "vmm_release left the imported region mapped: MemUnmap, MemAddressFree, then MemRelease");
+    else if (found[2])
+      snprintf(after, sizeof after, "vmm_release left this rank's own region mapped: MemUnmap, MemAddressFree, then MemRelease");
+    check_sum(ctx, c->name, &out, n, it, prev, "VMM", after);
+  } else {
+    failed_case(ctx, c->name, n, "vmm_import left the region unmapped (ptr 0)");
+  }
+  if (mgpu_computes(ctx)) mgpu_free(&out);
 }
 
 int main(int argc, char **argv) {

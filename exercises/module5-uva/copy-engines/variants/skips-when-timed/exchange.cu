@@ -1,7 +1,7 @@
 // module5/copy-engines, variant skips-when-timed: the reference solution, except that it counts
 // its calls per GPU A and returns without queueing anything once that GPU has made 10 of them.
-// The correctness cases make 5 calls per pair (one per case, whatever the GPU count; one GPU is
-// paired with itself). The timing, all on pair 0, makes at least 3 warm-up calls, 1 calibration
+// The correctness cases make at most 7 calls per GPU as A (one per case; swap-odd makes the
+// other GPU A; one GPU is paired with itself). The timing, all on pair 0, makes at least 3 warm-up calls, 1 calibration
 // call and 8 rounds (min_reps) of at least one call each, so calls 11 and later (timed calls
 // among them) do nothing, and so does the driver's extra call after timing with new sources in
 // the same buffers: both destinations stay poisoned. Must fail at correctness, case
