@@ -798,12 +798,18 @@ func ptxFuncLabel(name string) string {
 }
 
 // PolicyTitle heads a report's list of policy violations: "relaxed flags between GPUs" when
-// the ordering rule made them all, else "forbidden calls".
+// the ordering rule made them all, "missing instructions" when ptx_requires did, else
+// "forbidden calls".
 func PolicyTitle(vs []Violation) string {
+	rules := map[string]bool{}
 	for _, v := range vs {
-		if v.Rule != ruleOrdering {
-			return "forbidden calls"
-		}
+		rules[v.Rule] = true
 	}
-	return "relaxed flags between GPUs"
+	switch {
+	case len(rules) == 1 && rules[ruleOrdering]:
+		return "relaxed flags between GPUs"
+	case len(rules) == 1 && rules[rulePTX]:
+		return "missing instructions"
+	}
+	return "forbidden calls"
 }

@@ -47,6 +47,10 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 	if err == nil && e.Ordering == "system" && e.Kind == "cuda" {
 		ov, err = orderingViolations(prog)
 	}
+	var pv []Violation // instructions the manifest requires (ptxrequire.go)
+	if err == nil && e.Kind == "cuda" {
+		pv, err = ptxRequirementViolations(prog, e.PTXRequires)
+	}
 	if err != nil {
 		k.fail(StagePolicy, FaultRunner, "the integrity check could not run", err.Error())
 		return false
@@ -82,6 +86,13 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		k.fail(StagePolicy, FaultYou, fmt.Sprintf("relaxed flag between GPUs: %s in %s", ov[0].Symbol, ov[0].File), msg)
 		return false
 	}
+	// A forbidden call is named first (it says more about what the code does), with the
+	// instructions missing after it.
+	if len(pv) > 0 && len(violations) == 0 {
+		k.rep.Policy = pv
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("missing instruction: no %s in %s", pv[0].Symbol, pv[0].File), ptxRequirementMessage(pv))
+		return false
+	}
 	ordered := ""
 	switch {
 	case e.Ordering == "system" && e.Kind == "python":
@@ -98,9 +109,13 @@ func (k *check) policy(ctx context.Context, prog *program) bool {
 		return true
 	}
 	if len(violations) > 0 {
-		k.rep.Policy = violations
+		k.rep.Policy = append(violations, pv...)
 		v := violations[0]
-		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Name(), v.File), forbiddenMessage(violations))
+		msg := forbiddenMessage(violations)
+		if len(pv) > 0 {
+			msg += "\n" + ptxRequirementMessage(pv)
+		}
+		k.fail(StagePolicy, FaultYou, fmt.Sprintf("forbidden call %s in %s", v.Name(), v.File), msg)
 		return false
 	}
 	k.done(StagePolicy, StatusOK, fmt.Sprintf("%d object(s) free of %d forbidden symbol(s)%s", nobj, len(e.Forbid), ordered))

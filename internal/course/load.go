@@ -500,6 +500,16 @@ func (v *exerciseCheck) check() {
 	case m.Kind == "python" && !hasCase(m.Cases, "ordering"):
 		v.errAt(v.key("ordering"), "ordering on a python exercise fails the case \"ordering\" of a rank whose Triton kernels have a relaxed flag: add that case (its driver records whether a Triton kernel was compiled)")
 	}
+	for i, r := range m.PTXRequires {
+		switch {
+		case m.Kind != "cuda":
+			v.errAt(v.at("ptx_requires", i), "ptx_requires reads the PTX of CUDA sources; this exercise's kind is %q", m.Kind)
+		case !validPTXPattern(r.Pattern):
+			v.errAt(v.at("ptx_requires", i, "pattern"), "ptx_requires pattern %q: a PTX opcode's dot-separated parts (cp.async.bulk.global.shared::cta), at least an opcode and one part", r.Pattern)
+		case strings.TrimSpace(r.Why) == "":
+			v.errAt(v.at("ptx_requires", i, "why"), "ptx_requires entry %q: say why (the learner reads it when the instruction is missing)", r.Pattern)
+		}
+	}
 	for i, h := range m.Hints {
 		if strings.TrimSpace(h) == "" {
 			v.errAt(v.at("hints", i), "hint is empty")
@@ -863,4 +873,23 @@ func hasCase(cases []Case, name string) bool {
 		}
 	}
 	return false
+}
+
+// validPTXPattern: an opcode and at least one part, dot-separated, each of PTX's characters.
+func validPTXPattern(p string) bool {
+	parts := strings.Split(p, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, part := range parts {
+		if part == "" {
+			return false
+		}
+		for _, r := range part {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == ':') {
+				return false
+			}
+		}
+	}
+	return true
 }

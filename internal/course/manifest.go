@@ -45,6 +45,10 @@ type Manifest struct {
 	// orders before the reads). checker/ordering.go; "" checks nothing. On a python exercise
 	// the PTX Triton compiled during the run is read, and a finding fails the case "ordering".
 	Ordering string         `yaml:"ordering"`
+	// PTXRequires (cuda only): instructions the learner's PTX must hold, each one at least once
+	// somewhere (checker/ptxrequire.go): the exercise's method, where a slower or older one
+	// would also pass the other stages (plain stores where the TMA is asked for).
+	PTXRequires []PTXRequirement `yaml:"ptx_requires"`
 	Hints    []string       `yaml:"hints"`
 	Timeout  Duration       `yaml:"timeout"`
 	Starter  StarterOutcome `yaml:"starter"`
@@ -126,6 +130,15 @@ type Perf struct {
 type Forbidden struct {
 	Symbol string `yaml:"symbol"` // C symbol (nm) or Python dotted name ("torch.distributed.all_reduce")
 	Why    string `yaml:"why"`
+}
+
+// PTXRequirement is an instruction the learner's PTX must hold: Pattern is dot-separated parts
+// that the opcode holds in this order, the first being the opcode's own
+// ("cp.async.bulk.global.shared::cta" matches cp.async.bulk.global.shared::cta.bulk_group and
+// cp.async.bulk.tensor.1d.global.shared::cta.bulk_group); Why tells the learner what it is for.
+type PTXRequirement struct {
+	Pattern string `yaml:"pattern"`
+	Why     string `yaml:"why"`
 }
 
 // StarterOutcome is how the pristine starter must fail (checked by lint and acceptance).
