@@ -29,16 +29,19 @@
  * Performance (pair 0): your exchange of n bytes each way (2n bytes moved) against one
  * cudaMemcpyPeerAsync of 2n bytes A -> B, timed in the same run, alternating (mgpu_time_pair,
  * algbw of 2n bytes). Both directions at once should take half the time of one direction.
- * Every timed call is checked too: right behind it on `stream` (inside the timed operation, and
- * the same behind every baseline copy), a one-block probe kernel compares kProbes bytes of each
- * destination, at positions drawn afresh for every call, with the source and overwrites them
- * with their complement, so that the next call must write them again. A call that skipped a
- * direction (an exchange that copies one way only when the calls come close together moves n
- * bytes in the time of n, a ratio of 2.0 with no concurrency at all) leaves complements there,
- * which the next probe counts. After timing ("after-timing", not in MGPU_CASES): the probes'
- * count, then both sources get patterns no call has seen, both destinations are poisoned, and
- * one more exchange on the timed buffers and stream must deliver both. An exchange that stops
- * copying once it has been called often enough, or on the same buffers again, fails here.
+ * Every timed call is checked too (the probes of ../shared/peer_common.cuh): before the timing,
+ * the driver overwrites kProbes bytes of each destination, at places drawn afresh, with the
+ * complement of the source's byte; right behind every timed call on `stream` (inside the timed
+ * operation, and the same behind every baseline copy, on a chain of its own), a probe kernel
+ * checks that the call wrote those bytes again, then overwrites kProbes others for the next
+ * call. A call that skipped a direction (an exchange that copies one way only when the calls
+ * come close together moves n bytes in the time of n, a ratio of 2.0 with no concurrency at
+ * all) leaves the complements there, which the probe counts. A few µs per call against ~0.7 ms
+ * (peer_common.cuh has the figures). After timing ("after-timing", not in MGPU_CASES): the
+ * probes' count, then both sources get patterns no call has seen, both destinations are
+ * poisoned, and one more exchange on the timed buffers and stream must deliver both. An
+ * exchange that stops copying once it has been called often enough, or on the same buffers
+ * again, fails here.
  * Afterwards, for the report only: the exchange again while a kernel keeps every SM of both
  * GPUs busy (copy engines need no SMs).
  *
@@ -202,7 +205,8 @@ typedef struct perf_bufs {
   const void *b_src;  /* n bytes on B */
   size_t n;
   unsigned long long *probe; /* on A: {yours wrong, yours probed, baseline wrong, baseline probed} */
-  unsigned long long salt;
+  probe_chain yours;         /* a_dst and b_dst (peer_common.cuh) */
+  probe_chain base;          /* b_dst2 */
 } perf_bufs;
 
 static void call_exchange(const perf_bufs *b, cudaStream_t stream) {
@@ -216,57 +220,21 @@ static void op_exchange(void *arg, int iter, cudaStream_t stream) {
   call_exchange((const perf_bufs *)arg, stream);
 }
 
-/* The probe of one timed call (see the top of the file): block k checks pair k, kProbes bytes,
- * one in each of kProbes equal segments of its n bytes, at offsets drawn from salt; each byte
- * is compared with the source and overwritten with its complement. counts[0] += wrong bytes,
- * counts[1] += bytes probed. Positions are distinct, so no thread sees another's complement. */
-enum { kProbes = 256 };
-typedef struct probe_pair {
-  uint8_t *dst;
-  const uint8_t *src;
-  size_t n;
-} probe_pair;
-
-__device__ unsigned long long probe_mix(unsigned long long x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-__global__ void probe_kernel(probe_pair p0, probe_pair p1, unsigned long long salt, unsigned long long *counts) {
-  const probe_pair p = blockIdx.x == 0 ? p0 : p1;
-  if ((size_t)threadIdx.x >= p.n) return;
-  const size_t seg = p.n >= (size_t)kProbes ? p.n / kProbes : 1;
-  const size_t i = (size_t)threadIdx.x * seg + (size_t)(probe_mix(salt ^ ((unsigned long long)blockIdx.x << 32) ^ threadIdx.x) % seg);
-  const uint8_t want = p.src[i];
-  if (p.dst[i] != want) atomicAdd(&counts[0], 1ULL);
-  p.dst[i] = (uint8_t)~want;
-  atomicAdd(&counts[1], 1ULL);
-}
-
-static unsigned long long call_salt(const perf_bufs *b, int iter) {
-  return b->salt ^ (0xD1B54A32D192ED03ULL * (unsigned long long)(iter + 1));
-}
-
 /* A timed exchange: the call, then on `stream` the probe of both destinations. */
 static void op_timed_exchange(void *arg, int iter, cudaStream_t stream) {
-  const perf_bufs *b = (const perf_bufs *)arg;
+  perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
   call_exchange(b, stream);
   MGPU_CUDA(cudaSetDevice(b->p->a));
-  const probe_pair ba = {(uint8_t *)b->a_dst, (const uint8_t *)b->b_src, b->n};
-  const probe_pair ab = {(uint8_t *)b->b_dst, (const uint8_t *)b->a_src2, b->n};
-  probe_kernel<<<2, kProbes, 0, stream>>>(ba, ab, call_salt(b, iter), b->probe);
-  MGPU_CUDA(cudaGetLastError());
+  probe_queue(&b->yours, b->probe, stream);
 }
 
 /* The baseline, probed the same way (one pair), so that both sides pay for a probe. */
 static void op_one_way(void *arg, int iter, cudaStream_t stream) {
   perf_bufs *b = (perf_bufs *)arg;
+  (void)iter;
   MGPU_CUDA(cudaMemcpyPeerAsync(b->b_dst2, b->p->b, b->a_src2, b->p->a, 2 * b->n, stream));
-  const probe_pair ab = {(uint8_t *)b->b_dst2, (const uint8_t *)b->a_src2, 2 * b->n};
-  probe_kernel<<<1, kProbes, 0, stream>>>(ab, ab, ~call_salt(b, iter), b->probe + 2);
-  MGPU_CUDA(cudaGetLastError());
+  probe_queue(&b->base, b->probe + 2, stream);
 }
 
 /* The exchange `reps` times, timed with events on the pair's stream; GB/s of 2n bytes each. */
@@ -335,7 +303,18 @@ static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mg
     hits = mgpu_guard_hits(a_src2) + mgpu_guard_hits(b_dst) + mgpu_guard_hits(b_src) + mgpu_guard_hits(a_dst);
   if (!mgpu_hand_over(ctx, "after-timing/guards", &hits, sizeof hits)) return;
   r.guard_hits = hits;
-  if (ab.bad + ab.unwritten + ba.bad + ba.unwritten)
+  /* Both at once (the late call comes a few ms after the last timed one, so an exchange that
+   * does less when calls come close may do less there too): both findings, in few words. */
+  if ((ab.bad + ab.unwritten + ba.bad + ba.unwritten) && missed)
+    snprintf(r.msg, sizeof r.msg,
+             "after the timed calls, a call with new data in the same buffers gave a wrong "
+             "result (A -> B: %lld of %zu bytes wrong; B -> A: %lld), and the timed calls did "
+             "not all do the whole work either: %lld of %lld bytes that the driver overwrote "
+             "right before a timed call, at places drawn afresh, had not been written by it. "
+             "Every call must copy both directions in full, however often and however close "
+             "together the calls come",
+             ab.bad + ab.unwritten, n, ba.bad + ba.unwritten, missed, (long long)probe[1]);
+  else if (ab.bad + ab.unwritten + ba.bad + ba.unwritten)
     snprintf(r.msg, sizeof r.msg,
              "after the timed calls, a call with new data in the same buffers gave a wrong "
              "result: every call must do the whole work, repeated calls with the same buffers "
@@ -344,11 +323,11 @@ static void check_after_timing(mgpu_ctx *ctx, perf_bufs *b, mgpu_buf *a_src2, mg
              ab.bad + ab.unwritten, n, ab.old, ba.bad + ba.unwritten, ba.old);
   else if (missed)
     snprintf(r.msg, sizeof r.msg,
-             "the timed calls did not all do the whole work: right behind each timed call the "
-             "driver compared %d bytes of each destination, at places drawn afresh each time, "
-             "with the sources and then overwrote them, and %lld of %lld such bytes had not been "
-             "written by the call just before. Every call must copy both directions in full, "
-             "however often and however close together the calls come",
+             "the timed calls did not all do the whole work: right before each timed call the "
+             "driver overwrote %d bytes of each destination, at places drawn afresh each time, "
+             "and right behind it checked them against the sources; %lld of %lld such bytes had "
+             "not been written by the call in between. Every call must copy both directions in "
+             "full, however often and however close together the calls come",
              kProbes, missed, (long long)probe[1]);
   else if (r.guard_hits)
     snprintf(r.msg, sizeof r.msg, "after the timed calls: %lld guard bytes around the buffers "
@@ -361,7 +340,10 @@ static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *
   if (!mgpu_computes(ctx)) { /* the verifier: the after-timing check only */
     mgpu_buf none;
     memset(&none, 0, sizeof none);
-    perf_bufs b = {p, NULL, NULL, NULL, NULL, NULL, n, NULL, 0};
+    perf_bufs b;
+    memset(&b, 0, sizeof b);
+    b.p = p;
+    b.n = n;
     check_after_timing(ctx, &b, &none, &none, &none, &none, host);
     return;
   }
@@ -375,9 +357,22 @@ static void run_perf(mgpu_ctx *ctx, const pair *p, const mgpu_case *c, uint8_t *
   mgpu_fill_pattern(b_src.ptr, n, ctx->seed, kTimedBA, p->stream);
   MGPU_CUDA(cudaStreamSynchronize(p->stream));
   MGPU_CUDA(cudaDeviceSynchronize());
-  /* Where the probes look: unknown before the run (the host clock), new for every call. */
-  unsigned long long salt = (unsigned long long)(mgpu_now_us() * 1000.0) ^ ((unsigned long long)(uintptr_t)probe << 17);
-  perf_bufs b = {p, b_dst2.ptr, a_src2.ptr, b_dst.ptr, a_dst.ptr, b_src.ptr, n, probe, salt};
+  perf_bufs b;
+  memset(&b, 0, sizeof b);
+  b.p = p;
+  b.b_dst2 = b_dst2.ptr;
+  b.a_src2 = a_src2.ptr;
+  b.b_dst = b_dst.ptr;
+  b.a_dst = a_dst.ptr;
+  b.b_src = b_src.ptr;
+  b.n = n;
+  b.probe = probe;
+  /* The probes' first places (the sources are final): the first timed call is checked too. */
+  const probe_span ba = {(uint8_t *)a_dst.ptr, (const uint8_t *)b_src.ptr, n};
+  const probe_span ab = {(uint8_t *)b_dst.ptr, (const uint8_t *)a_src2.ptr, n};
+  const probe_span base = {(uint8_t *)b_dst2.ptr, (const uint8_t *)a_src2.ptr, 2 * n};
+  probe_arm(&b.yours, ba, ab, 2, p->stream);
+  probe_arm(&b.base, base, base, 1, p->stream);
 
   mgpu_timing t;
   memset(&t, 0, sizeof t);

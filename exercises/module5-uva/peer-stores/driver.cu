@@ -12,11 +12,16 @@
  *   3. the driver waits for each stream, then for every device, and compares the snapshot and
  *      dst with the new pattern, every byte.
  * Work that does not wait for the stream copies the old src; work the stream does not wait for
- * is still running when the snapshot is taken. After the timing, "after-timing" copies a new
- * pattern over the timed buffers (a copy that skips repeated work fails there).
+ * is still running when the snapshot is taken.
  *
- * Performance (GPU 0 -> GPU 1): sm_copy of 1 GiB against cudaMemcpyPeerAsync of the same
- * bytes, same run, alternating (mgpu_time_pair, algbw).
+ * Performance (GPU 0 -> GPU 1): sm_copy of 1 GiB against cudaMemcpyPeerAsync of the same bytes,
+ * same run, alternating (mgpu_time_pair, algbw). Every timed call is checked too: right behind
+ * it on the stream, a probe kernel checks that the call wrote again the 256 bytes of dst that
+ * the probe before it had overwritten (places drawn afresh each time), then overwrites 256
+ * others (peer_common.cuh; a few µs per call against ~2.7 ms, the baseline's calls probed
+ * alike). A copy that does part of the work when the calls come back to back fails there.
+ * After the timing, "after-timing" records the probes' count and copies a new pattern over the
+ * timed buffers (a copy that skips repeated work fails there).
  *
  * The comparisons are the verifier's (`verifier: true`, docs/protocol.md §4; the code is in
  * ../shared/peer_copy_bench.cuh): the rank hands over every snapshot and dst, in chunks, with

@@ -7,8 +7,8 @@
  *   static void learner_copy(int dev, void *dst, const void *src, size_t bytes, cudaStream_t s);
  * (the learner's call on GPU dev, current, inside MGPU_LEARNER) and its main, which calls
  * bench_open, hands the number of GPUs over (g.n, tag "gpus"), then calls bench_run and
- * bench_close. The correctness cases, the comparison and the timing
- * against cudaMemcpyPeerAsync are here.
+ * bench_close. The correctness cases, the comparison, the timing against cudaMemcpyPeerAsync
+ * and the check of the timed calls (probes, below) are here.
  *
  * Both exercises are split (`verifier: true`, docs/protocol.md §4): the rank copies, reads the
  * snapshots and destinations back and hands them over in chunks (compare(), peer_common.cuh),
@@ -131,27 +131,40 @@ static void run_case(mgpu_ctx *ctx, ring *g, const mgpu_case *c, int iter, uint8
 
 /* ---- timing -------------------------------------------------------------------------------- */
 
+/* Both ops copy src into dst (the same buffers). Behind every call, on the timed stream, a probe
+ * (peer_common.cuh) checks that the call wrote again the kProbes bytes of dst that the probe
+ * before it had overwritten with complements, and overwrites kProbes others: one chain for both
+ * ops, since both write dst, each op counting into its own pair of `counts`. A call that copies
+ * part of the bytes when the calls come back to back (and all of them when it is looked at: the
+ * cases, the call of "after-timing") leaves complements where the next probe looks. The probe
+ * runs on GPU `from` and reaches dst through peer access: a few µs per call against ~2.7 ms for
+ * 1 GiB, paid by both ops, inside the timed interval (which the harness gives no way out of). */
 typedef struct perf_bufs {
   void *dst;
   const void *src;
   size_t bytes;
   int from, to;
+  probe_chain chain;
+  unsigned long long *counts; /* on GPU from: {yours wrong, yours checked, baseline wrong, baseline checked} */
 } perf_bufs;
 
 static void op_yours(void *arg, int iter, cudaStream_t stream) {
   perf_bufs *b = (perf_bufs *)arg;
   (void)iter;
-  learner_copy(b->from, b->dst, b->src, b->bytes, stream);
+  learner_copy(b->from, b->dst, b->src, b->bytes, stream); /* returns with GPU from current */
+  probe_queue(&b->chain, b->counts, stream);
 }
 
 static void op_copy_engine(void *arg, int iter, cudaStream_t stream) {
   perf_bufs *b = (perf_bufs *)arg;
   (void)iter;
   MGPU_CUDA(cudaMemcpyPeerAsync(b->dst, b->to, b->src, b->from, b->bytes, stream));
+  probe_queue(&b->chain, b->counts + 2, stream);
 }
 
-/* The rank times; then (both programs) the case "after-timing": dst, handed over, must hold a new
- * pattern copied over the timed buffers. */
+/* The rank times; then (both programs) the case "after-timing": the probes' count for your timed
+ * calls, handed over, must be 0, and dst, handed over, must hold a new pattern copied over the
+ * timed buffers. */
 static void run_perf(mgpu_ctx *ctx, ring *g, const mgpu_case *c, uint8_t *host) {
   const size_t bytes = (size_t)c->n;
   const int from = 0, to = next_of(g, 0);
@@ -159,13 +172,25 @@ static void run_perf(mgpu_ctx *ctx, ring *g, const mgpu_case *c, uint8_t *host) 
   memset(&src, 0, sizeof src);
   memset(&dst, 0, sizeof dst);
   long long hits = 0;
+  unsigned long long probe[4] = {0, 0, 0, 0};
   if (mgpu_computes(ctx)) {
     src = mgpu_alloc(bytes, from);
     dst = mgpu_alloc(bytes, to);
     MGPU_CUDA(cudaSetDevice(from));
     mgpu_fill_pattern(src.ptr, bytes, ctx->seed, 800, g->stream[from]);
     MGPU_CUDA(cudaStreamSynchronize(g->stream[from]));
-    perf_bufs b = {dst.ptr, src.ptr, bytes, from, to};
+    perf_bufs b;
+    memset(&b, 0, sizeof b);
+    b.dst = dst.ptr;
+    b.src = src.ptr;
+    b.bytes = bytes;
+    b.from = from;
+    b.to = to;
+    MGPU_CUDA(cudaMalloc((void **)&b.counts, sizeof probe));
+    MGPU_CUDA(cudaMemset(b.counts, 0, sizeof probe));
+    /* src is final: the probes' first places, so that the first timed call is checked too. */
+    const probe_span span = {(uint8_t *)dst.ptr, (const uint8_t *)src.ptr, bytes};
+    probe_arm(&b.chain, span, span, 1, g->stream[from]);
     mgpu_timing t;
     memset(&t, 0, sizeof t);
     t.case_name = c->name;
@@ -174,6 +199,12 @@ static void run_perf(mgpu_ctx *ctx, ring *g, const mgpu_case *c, uint8_t *host) 
     t.metric = "algbw";
     mgpu_time_pair(ctx, &t, op_yours, &b, op_copy_engine, &b, g->stream[from]);
     sync_all(g->n);
+    MGPU_CUDA(cudaSetDevice(from));
+    MGPU_CUDA(cudaMemcpy(probe, b.counts, sizeof probe, cudaMemcpyDeviceToHost));
+    MGPU_CUDA(cudaFree(b.counts));
+    if (probe[2])
+      mgpu_note("after-timing: the probes found %llu of %llu bytes of the baseline's copies wrong: a bug in the course",
+                probe[2], probe[3]);
 
     /* A new pattern over the timed buffers: a copy that skips repeated work fails here. */
     MGPU_CUDA(cudaSetDevice(from));
@@ -187,11 +218,20 @@ static void run_perf(mgpu_ctx *ctx, ring *g, const mgpu_case *c, uint8_t *host) 
   }
   mgpu_result r;
   mgpu_result_init(&r, (long long)bytes);
+  /* {yours wrong, yours checked}: the probes' bytes count in the case's. */
+  mgpu_hand_over(ctx, "after-timing/probes", probe, 2 * sizeof probe[0]);
+  const long long missed = (long long)probe[0];
+  r.checked += (long long)probe[1];
+  r.bad += missed;
   tally f = compare(ctx, "after-timing/dst", dst.ptr, bytes, 801, 800, host, &r, 0);
   if (mgpu_computes(ctx)) hits = mgpu_guard_hits(&dst);
   if (mgpu_hand_over(ctx, "after-timing/guards", &hits, sizeof hits)) {
     r.guard_hits = hits;
-    if (f.bad + f.unwritten > 0)
+    if (missed)
+      snprintf(r.msg, sizeof r.msg, "after-timing: a timed call left bytes of dst unwritten: right before each timed call the driver overwrote %d bytes of dst, at places drawn afresh each time, and right behind it checked them against src; %lld of %lld such bytes had not been written by the %s call in between%s. Every call must copy all `bytes`, however often and however close together the calls come",
+               kProbes, missed, (long long)probe[1], kFn,
+               f.bad + f.unwritten > 0 ? " (and the late call after the timing got a new src wrong too)" : "");
+    else if (f.bad + f.unwritten > 0)
       snprintf(r.msg, sizeof r.msg, "after-timing: a new src copied over the timed buffers arrived wrong or not at all (%lld bytes; %lld still the poison, %lld the previous contents): does %s skip work it has seen before?",
                f.bad + f.unwritten, f.unwritten, f.old, kFn);
     mgpu_record_case("after-timing", &r, 0);
