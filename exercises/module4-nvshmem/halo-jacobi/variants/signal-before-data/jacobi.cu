@@ -2,11 +2,12 @@
  * jacobi.cu — variant signal-before-data of module4/halo-jacobi (a planted mistake).
  *
  * The edge blocks compute their chunk and signal the neighbour at once (nvshmemx_signal_op),
- * and the edge rows themselves are sent after the kernel, from the host, with
- * nvshmemx_putmem_on_stream. The stream orders the put after the kernel, but the signal was
- * already sent inside the kernel: the neighbour's wait returns before the data has landed and
- * it reads the rows of two iterations ago. The signal must travel after the data it announces
- * (nvshmemx_putmem_signal_block, or a fence between the put and the signal).
+ * and the edge rows themselves are sent afterwards by a second kernel of this PE's own,
+ * send_edges, launched on the same stream after the stencil kernel: its blocks put the rows
+ * (nvshmemx_putmem_block, from the GPU). The stream orders those puts after the stencil kernel,
+ * but the signals already went out inside it: the neighbour's wait returns before the data has
+ * landed and it reads the rows of two iterations ago. The signal must travel after the data it
+ * announces (nvshmemx_putmem_signal_block, or a fence between the put and the signal).
  */
 #include "halo-jacobi.h"
 
@@ -52,12 +53,23 @@ __global__ void __launch_bounds__(kThreads)
   const bool send_top = first && top >= 0, send_bottom = last && bottom >= 0;
   if (send_top || send_bottom) {
     __syncthreads(); // the chunk is complete in `out` before the block copies it out
-    // MISTAKE: "this chunk is ready" goes out now; the data only after the kernel.
+    // MISTAKE: "this chunk is ready" goes out now; the data only in the next kernel.
     if (threadIdx.x == 0) {
       if (send_top) nvshmemx_signal_op(&sig[1], 1, NVSHMEM_SIGNAL_ADD, top);
       if (send_bottom) nvshmemx_signal_op(&sig[0], 1, NVSHMEM_SIGNAL_ADD, bottom);
     }
   }
+}
+
+// The rows, one chunk per block: blockIdx.y 0 sends the first row up, 1 the last row down.
+__global__ void __launch_bounds__(kThreads)
+    send_edges(float *out, int nx, int rows, int top, int top_rows, int bottom) {
+  const int c0 = blockIdx.x * kChunk;
+  const size_t bytes = (size_t)min(kChunk, nx - c0) * sizeof(float);
+  if (blockIdx.y == 0 && top >= 0) // our first row -> the bottom halo of the PE above
+    nvshmemx_putmem_block(out + (size_t)(top_rows + 1) * nx + c0, out + nx + c0, bytes, top);
+  if (blockIdx.y == 1 && bottom >= 0) // our last row -> the top halo of the PE below
+    nvshmemx_putmem_block(out + c0, out + (size_t)rows * nx + c0, bytes, bottom);
 }
 
 void halo_setup(halo_grid *g) {
@@ -84,12 +96,10 @@ void halo_jacobi(const halo_grid *g, long long first_iter, int iters, cudaStream
         in, out, g->nx, g->rows, chunks, top, top_rows, bottom, g->sig,
         (uint64_t)k * (uint64_t)chunks);
     MGPU_KERNEL();
-    const size_t row = (size_t)g->nx * sizeof(float);
-    if (top >= 0)
-      nvshmemx_putmem_on_stream(out + (size_t)(top_rows + 1) * g->nx, out + g->nx, row, top,
-                                stream);
-    if (bottom >= 0)
-      nvshmemx_putmem_on_stream(out, out + (size_t)g->rows * g->nx, row, bottom, stream);
+    // MISTAKE: the data follows in a kernel of its own, after the signals have gone out.
+    send_edges<<<dim3((unsigned)chunks, 2), kThreads, 0, stream>>>(out, g->nx, g->rows, top,
+                                                                    top_rows, bottom);
+    MGPU_KERNEL();
   }
 }
 

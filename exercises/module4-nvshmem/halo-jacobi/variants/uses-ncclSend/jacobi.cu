@@ -26,19 +26,31 @@ __global__ void local_step(const float *in, float *out, int nx, int rows) {
   if (c < nx && r <= rows) out[(size_t)r * nx + c] = halo_point(in, nx, r, c);
 }
 
+// PE 0 leaves its NCCL unique id in the symmetric `box`; every PE then fetches it from PE 0
+// into host memory that the kernel can write (mapped), with no copy queued by the host.
+__global__ void store_id(ncclUniqueId *box, ncclUniqueId id) { *box = id; }
+__global__ void fetch_id(ncclUniqueId *mapped, const ncclUniqueId *box) {
+  nvshmem_getmem(mapped, box, sizeof *mapped, 0);
+}
+
 void halo_setup(halo_grid *g) {
   halo_state *st = new halo_state;
-  ncclUniqueId id;
+  ncclUniqueId id, *mapped;
   auto *box = static_cast<ncclUniqueId *>(nvshmem_malloc(sizeof(ncclUniqueId)));
+  MGPU_CUDA(cudaHostAlloc(&mapped, sizeof id, cudaHostAllocMapped));
   if (g->pe == 0) {
     MGPU_NCCL(ncclGetUniqueId(&id));
-    MGPU_CUDA(cudaMemcpy(box, &id, sizeof id, cudaMemcpyHostToDevice));
+    store_id<<<1, 1>>>(box, id);
+    MGPU_KERNEL();
+    MGPU_CUDA(cudaDeviceSynchronize());
   }
   nvshmem_barrier_all();
-  nvshmemx_getmem_on_stream(box, box, sizeof id, 0, 0);
+  fetch_id<<<1, 1>>>(mapped, box);
+  MGPU_KERNEL();
   MGPU_CUDA(cudaDeviceSynchronize());
-  MGPU_CUDA(cudaMemcpy(&id, box, sizeof id, cudaMemcpyDeviceToHost));
+  id = *mapped;
   nvshmem_barrier_all();
+  MGPU_CUDA(cudaFreeHost(mapped));
   nvshmem_free(box);
   MGPU_NCCL(ncclCommInitRank(&st->comm, g->npes, id, g->pe));
   g->sig = static_cast<uint64_t *>(nvshmem_calloc(2, sizeof(uint64_t)));

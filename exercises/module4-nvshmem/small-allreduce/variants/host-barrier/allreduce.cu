@@ -1,6 +1,7 @@
 /*
  * Variant host-barrier: the host drives every call. It queues a put of `in` to every other PE
- * on the stream (nvshmemx_putmem_on_stream), waits for the stream, meets the other PEs in the
+ * on the stream (nvshmemx_putmem_signal_on_stream: a put with its signal, as the exercise asks,
+ * though nobody waits for the signal here), waits for the stream, meets the other PEs in the
  * host's nvshmem_barrier_all (which also completes everybody's puts), and then launches a kernel
  * that adds the slots. Right sums (two sets of slots, as in the reference), but every call pays
  * a stream synchronization, a barrier between processes and two launches: slower than
@@ -34,7 +35,7 @@ void allreduce_setup(allreduce *ar, size_t max_n) {
   const size_t cap = max_n ? max_n : 1;
   ar->slots_bytes = 2 * (size_t)npes * cap * sizeof(float);
   ar->slots = (float *)nvshmem_malloc(ar->slots_bytes);
-  ar->signals_count = 1; // unused: the barrier does the synchronizing
+  ar->signals_count = 1; // set by the puts, never waited for: the barrier does the synchronizing
   ar->signals = (uint64_t *)nvshmem_calloc(1, sizeof(uint64_t));
   ar->scratch = new Layout{cap, npes};
   ar->calls = 0;
@@ -49,7 +50,8 @@ void allreduce_small(allreduce *ar, const float *in, float *out, size_t n, cudaS
   float *set = ar->slots + (size_t)(ar->calls & 1) * npes * lay->max_n;
   for (int k = 1; k < npes; k++) {
     const int p = (me + k) % npes;
-    nvshmemx_putmem_on_stream(set + (size_t)me * lay->max_n, in, n * sizeof(float), p, stream);
+    nvshmemx_putmem_signal_on_stream(set + (size_t)me * lay->max_n, in, n * sizeof(float),
+                                     ar->signals, ar->calls, NVSHMEM_SIGNAL_SET, p, stream);
   }
   MGPU_CUDA(cudaStreamSynchronize(stream));
   nvshmem_barrier_all(); // every PE's puts have landed everywhere
