@@ -13,10 +13,11 @@
  *   - the driver queues, on the stream it hands you, a 20 ms sleep and then the fill of src
  *     with the sending PE's own byte pattern of (seed, iteration): a put that does not wait for
  *     the stream's earlier work sends poison or the previous iteration's bytes;
- *   - put_to_peer (yours); the driver waits for that stream only, meets the other PEs (the
- *     harness's file barrier: host threads only) and every PE reads its whole dst back with
- *     the copy engine at once. Work left running on a stream the caller's stream does not wait
- *     for is still running then. Every byte is compared with what the previous PE sent.
+ *   - put_to_peer (yours); the driver waits for that stream only, overwrites src with the
+ *     poison at once, meets the other PEs (the harness's file barrier: host threads only) and
+ *     every PE reads its whole dst back with the copy engine at once. A put left running on a
+ *     stream the caller's stream does not wait for carries the poison from src (or has not
+ *     written dst yet). Every byte is compared with what the previous PE sent.
  * Performance ("256MiB"): your put against cudaMemcpyAsync of the same bytes from src to the
  * peer's dst, at the address nvshmem_ptr gives for it (the copy engine over NVLink), timed in
  * the same run, alternating, all PEs sending at once. Metric: algorithm bandwidth, bytes/time.
@@ -202,6 +203,14 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
       mgpu_delay(stream, kDelayNs);
       mgpu_fill_rank_pattern(src.ptr, bytes, ctx->seed, me, pattern_id(it), stream);
       call_put(&dst, &src, bytes, peer_of(me, npes, it), stream);
+      MGPU_CUDA(cudaStreamSynchronize(stream));
+      /* Once the caller's stream has passed the call, src is the driver's again: it is
+       * overwritten with the poison (0xFF, the guards untouched) at once. A put that is still
+       * reading it (on a stream of its own, never joined back) carries poison into the peer's
+       * dst, which the check reports as bytes still the poison after the caller's stream had
+       * passed the work. Without this, such a put raced the read of dst below, and on a fast
+       * link it could finish first and pass. */
+      MGPU_CUDA(cudaMemsetAsync(src.ptr, 0xFF, bytes, stream));
       MGPU_CUDA(cudaStreamSynchronize(stream));
       /* The PEs meet through the harness's file rendezvous: host threads only, no GPU work, so
        * the read of dst (copy engine) starts right away even if a put left running outside the
