@@ -744,8 +744,12 @@ func orderingViolation(f orderingFinding, file string, triton bool) Violation {
 		why = "a signal to another GPU with relaxed order: nothing makes the data written before it visible to the reader first. Write the flag with release order at system scope, tl.atomic_xchg(flag, value, sem=\"release\", scope=\"sys\"), after tl.debug_barrier()"
 	case f.Kind == "signal":
 		why = "a signal to another GPU with relaxed order, and on some path to it no system-scope fence after the last data written: nothing makes that data visible to the reader first. Give the store or atomic release order (cuda::atomic_ref<..., cuda::thread_scope_system> with cuda::memory_order_release, or st.release.sys / atom.release.sys), or put __threadfence_system() between the data and the signal, on every path"
+	case triton && strings.Contains(f.Instr, ".volatile"):
+		why = "a wait on another GPU's flag that spins on a volatile load (tl.load(..., volatile=True)), which orders nothing: the loads that follow may see data from before the flag was set. Read the flag with acquire order at system scope, tl.atomic_add(flag, 0, sem=\"acquire\", scope=\"sys\"), in the loop, then tl.debug_barrier()"
 	case triton:
-		why = "a wait on another GPU's flag with relaxed order (a volatile load is one): the loads that follow may see data from before the flag was set. Read the flag with acquire order at system scope, tl.atomic_add(flag, 0, sem=\"acquire\", scope=\"sys\"), in the loop, then tl.debug_barrier()"
+		why = "a wait on another GPU's flag with relaxed order: the loads that follow may see data from before the flag was set. Read the flag with acquire order at system scope, tl.atomic_add(flag, 0, sem=\"acquire\", scope=\"sys\"), in the loop, then tl.debug_barrier()"
+	case strings.Contains(f.Instr, ".volatile"):
+		why = "a wait on another GPU's flag that spins on a volatile load, which orders nothing, and a path from it to a read or write of data (or to the caller, from a device function) with no system-scope fence between: those accesses may see data from before the flag was set. Load the flag with acquire order (cuda::atomic_ref<..., cuda::thread_scope_system> with cuda::memory_order_acquire, or ld.acquire.sys), or put __threadfence_system() right after the loop"
 	default:
 		why = "a wait on another GPU's flag with relaxed order, and a path from it to a read or write of data (or to the caller, from a device function) with no system-scope fence between: those accesses may see data from before the flag was set. Give the load acquire order (cuda::memory_order_acquire, or ld.acquire.sys), or put __threadfence_system() right after the loop"
 	}
