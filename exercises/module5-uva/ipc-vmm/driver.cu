@@ -310,12 +310,20 @@ static void run_vmm(mgpu_ctx *ctx, const mgpu_cu *cu, const mgpu_case *c, int it
     }
   }
   /* What the rank found of the mappings: {the access this rank's GPU has to the imported one
-   * (-1: not known), the imported region still mapped after vmm_release, this rank's own region
+   * (-1 before it is asked; not known is the driver's failure), the imported region still mapped after vmm_release, this rank's own region
    * still mapped after vmm_release}. */
   long long found[3] = {-1, 0, 0};
   if (mgpu_computes(ctx)) {
     const CUdeviceptr peer_at = peer.ptr, mine_at = mine.ptr;
-    if (peer_at) found[0] = access_of(peer_at, ctx->device);
+    if (peer_at) {
+      found[0] = access_of(peer_at, ctx->device);
+      /* Never a silent pass: without the answer a read-only import would go unseen. */
+      if (found[0] < 0)
+        mgpu_fail("driver", "cuMemGetAccess", __FILE__, __LINE__, 0,
+                  "the CUDA driver did not tell the access this GPU has to the imported region "
+                  "(cuMemGetAccess through cudaGetDriverEntryPointByVersion), so a read-only import "
+                  "could not be told from a read/write one");
+    }
     mgpu_barrier(ctx, "vmm-read");
     if (peer_at) MGPU_LEARNER(vmm_release(cu, &peer));
     expect_no_pending_error("vmm_release");
