@@ -44,14 +44,14 @@ type Manifest struct {
 	// signal no release or fence orders after the data; a spin wait no acquire or fence
 	// orders before the reads). checker/ordering.go; "" checks nothing. On a python exercise
 	// the PTX Triton compiled during the run is read, and a finding fails the case "ordering".
-	Ordering string         `yaml:"ordering"`
+	Ordering string `yaml:"ordering"`
 	// PTXRequires (cuda only): instructions the learner's PTX must hold, each one at least once
 	// somewhere (checker/ptxrequire.go): the exercise's method, where a slower or older one
 	// would also pass the other stages (plain stores where the TMA is asked for).
 	PTXRequires []PTXRequirement `yaml:"ptx_requires"`
-	Hints    []string       `yaml:"hints"`
-	Timeout  Duration       `yaml:"timeout"`
-	Starter  StarterOutcome `yaml:"starter"`
+	Hints       []string         `yaml:"hints"`
+	Timeout     Duration         `yaml:"timeout"`
+	Starter     StarterOutcome   `yaml:"starter"`
 	// Variants are adversarial or alternative versions of the learner's files used by
 	// `course lint` and the acceptance suite: each must end as Expect says.
 	Variants []Variant `yaml:"variants"`
