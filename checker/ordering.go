@@ -58,16 +58,14 @@ var (
 )
 
 // ptxInstr is one instruction of a function: its index in the function, opcode, the modifiers
-// of the opcode, its guard predicate ("%p1", "!%p1", "" when unguarded), the first operand
-// (the destination of most instructions), the function a call calls, the branch target (bra)
-// and the source place.
+// of the opcode, its guard predicate ("%p1", "!%p1", "" when unguarded), the registers it
+// writes and reads, the function a call calls, the branch target (bra) and the source place.
 type ptxInstr struct {
 	i      int
 	op     string
 	mods   map[string]bool
 	full   string
 	pred   string
-	dest   string
 	dests  []string // registers written
 	srcs   []string // registers read (the guard predicate too)
 	callee string
@@ -147,9 +145,6 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 		in := ptxInstr{i: len(body), op: parts[0], mods: map[string]bool{}, full: words[0], pred: pred, where: where}
 		for _, m := range parts[1:] {
 			in.mods[m] = true
-		}
-		if len(words) > 1 {
-			in.dest = words[1]
 		}
 		in.dests, in.srcs = ptxRegisters(in.op, words[1:])
 		if pred != "" {
@@ -469,12 +464,16 @@ func dataAccess(in ptxInstr) (reads, writes bool) {
 	return false, false
 }
 
-// predWritten: the predicate register an instruction sets ("%p1"), "" if none.
-func predWritten(in ptxInstr) string {
-	if strings.HasPrefix(in.dest, "%p") {
-		return in.dest
+// predsWritten: the predicate registers an instruction sets ("%p1"; setp may set two,
+// "%p1|%p2").
+func predsWritten(in ptxInstr) []string {
+	var out []string
+	for _, d := range in.dests {
+		if strings.HasPrefix(d, "%p") {
+			out = append(out, d)
+		}
 	}
-	return ""
+	return out
 }
 
 // fenced is what the signal rule knows on entry to an instruction: on every path a system
@@ -499,7 +498,7 @@ func (f *fenced) after(in ptxInstr, kind string) *fenced {
 		}
 		n.under[in.pred] = true
 	}
-	if p := predWritten(in); p != "" {
+	for _, p := range predsWritten(in) {
 		delete(n.under, p)
 		delete(n.under, "!"+p)
 	}
@@ -549,7 +548,7 @@ func (w *pendingWaits) after(in ptxInstr, kind string) *pendingWaits {
 	if sysFence(in) {
 		n.cleared[in.pred] = copySet(n.waits)
 	}
-	if p := predWritten(in); p != "" {
+	for _, p := range predsWritten(in) {
 		delete(n.cleared, p)
 		delete(n.cleared, "!"+p)
 	}

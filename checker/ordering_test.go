@@ -143,8 +143,11 @@ $L__BB0_3:
 	@!%p1 red.relaxed.sys.global.add.u32 [%rd3], 1;
 	setp.eq.s32 %p1, %r2, 0;
 	@%p1 atom.relaxed.sys.exch.b32 %r4, [%rd4], 1;
+	@%p1 fence.sc.sys;
+	setp.eq.and.s32 %p2|%p1, %r2, 0, %p3;
+	@%p1 atom.relaxed.sys.exch.b32 %r5, [%rd5], 1;
 	ret;
-}`, []string{"signal red.relaxed.sys.global.add.u32", "signal atom.relaxed.sys.exch.b32"}},
+}`, []string{"signal red.relaxed.sys.global.add.u32", "signal atom.relaxed.sys.exch.b32", "signal atom.relaxed.sys.exch.b32"}},
 		{"a fence after the reads that follow a wait is too late; one before them is not", `.visible .entry k(
 )
 {
