@@ -3,8 +3,8 @@
 
   expect-builds.py BUILD_JSON ROOT
       Compares `mgpu-learn build all --json` of the starters with each manifest's
-      starter.fails_at: a starter marked `fails_at: build` must fail to build; every other
-      starter must build.
+      starter.fails_at: a starter marked `fails_at: build` or `fails_at: policy` must fail at
+      that stage; every other starter must build and pass the policy stage.
 
   expect-builds.py --variants ROOT MGPU_LEARN [EXERCISE_PREFIX]
       Builds every variant of every cuda and c exercise (`mgpu-learn build ID --variant NAME
@@ -66,11 +66,17 @@ def check_starters(build_json, root):
     bad = 0
     for r in reports:
         ex = r.get("exercise")
-        built = r.get("verdict") == "passed"
-        want_fail = expect.get(ex) == "build"
-        if built == want_fail:
+        verdict, stage = r.get("verdict"), r.get("stage")
+        want = expect.get(ex)
+        if want in ("build", "policy"):
+            # Decided before anything runs, so it must end exactly there.
+            ok = verdict == "failed" and stage == want
+        else:
+            ok = verdict == "passed"  # built and through the policy stage
+        if not ok:
             bad += 1
-            print(f"{ex}: starter {'built' if built else 'did not build'}, manifest says fails_at={expect.get(ex) or '-'}: {r.get('headline')}")
+            got = "built" if verdict == "passed" else f"{verdict} at {stage}"
+            print(f"{ex}: starter {got}, manifest says fails_at={want or '-'}: {r.get('headline')}")
     print(f"{len(reports)} starters built as their manifests say" if not bad else f"{bad} starters wrong")
     return 1 if bad else 0
 
