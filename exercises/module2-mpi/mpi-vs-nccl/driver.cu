@@ -27,10 +27,14 @@
  *       all-reduce queued on the stream before MPI reads mid; otherwise MPI reads the poison.
  *   Every element of every part is compared on the host (tolerance 0) and counted in one case
  *   record (index = part x n + i); guard bands around send, mid and recv must stay untouched.
+ *   mpi_sum is watched in (a) and (c): this driver's MPI_Allreduce and MPI_Iallreduce wrap the
+ *   library's PMPI_ ones and add up the floats MPI summed on the device buffers mpi_sum was given
+ *   (MPI_FLOAT, MPI_SUM, all ranks). A call short of n such floats fails the case even when the
+ *   sums are right: it staged through host memory, whatever the copy was called, or used NCCL.
  *
  * The checks are each rank's verifier's (`verifier: true`, docs/protocol.md §4), on the CPU:
  * the rank hands over whether the communicator is usable (and why not), then per round and part
- * recv as it read it back on the stream, per case the guard count; it fills only its own inputs
+ * recv as it read it back on the stream, per case the watch of mpi_sum and the guard count; it fills only its own inputs
  * and never knows the other ranks' or the sums. The verifier makes no MPI, NCCL or CUDA call
  * (it has no GPU and is not one of mpirun's processes).
  *
@@ -80,6 +84,84 @@ static const double kInitWatchdogS = 45.0;   /* NCCL's start-up takes seconds at
 static const double kCollectiveWatchdogS = 30.0;
 static const double kSampleUs = 3000.0;      /* a timing sample lasts at least this long */
 static const long long kMaxN = 1LL << 28;    /* MPI counts are ints; cases stay far below */
+
+/* ---- mpi_sum's MPI_Allreduce, watched ----------------------------------------------------- */
+
+/* While mpi_sum runs in a correctness round, this driver's MPI_Allreduce (and MPI_Iallreduce),
+ * thin wrappers over the library's PMPI_ functions (the MPI profiling interface), add up the
+ * floats that MPI summed for it: MPI_FLOAT, MPI_SUM, over a communicator of all ranks, into the
+ * recv mpi_sum was given, from its send (or MPI_IN_PLACE), both device memory. A call of
+ * mpi_sum after which fewer than n floats were summed that way did not hand MPI the device
+ * pointers: it staged the data through host memory (under whatever copy's name), or summed
+ * some other way (NCCL). The rank counts; the verifier judges. */
+typedef struct sum_watch {
+  int on;                       /* inside mpi_sum */
+  const void *send, *recv;      /* what mpi_sum was given */
+  long long n, world;
+  long long device_floats;      /* summed by MPI on the device buffers, this call */
+  long long host_calls;         /* MPI_Allreduce calls with a buffer that is not device memory */
+} sum_watch;
+static sum_watch g_sum;
+
+/* What the rank hands over per case: mpi_sum calls, those short of n device floats, and the
+ * MPI_Allreduce calls they made on other memory. */
+typedef struct sum_facts {
+  long long calls, short_calls, host_calls;
+} sum_facts;
+
+static int device_buffer(const void *p, const void *base, long long n) {
+  cudaPointerAttributes a;
+  const char *c = (const char *)p, *b = (const char *)base;
+  if (p == NULL || c < b || c >= b + n * (long long)sizeof(float)) return 0;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice;
+}
+
+static void sum_note(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm) {
+  int size = 0;
+  if (!g_sum.on) return;
+  if (datatype == MPI_FLOAT && op == MPI_SUM && count > 0 &&
+      PMPI_Comm_size(comm, &size) == MPI_SUCCESS && size == g_sum.world &&
+      device_buffer(recvbuf, g_sum.recv, g_sum.n) &&
+      (sendbuf == MPI_IN_PLACE || device_buffer(sendbuf, g_sum.send, g_sum.n)))
+    g_sum.device_floats += count;
+  else
+    g_sum.host_calls++;
+}
+
+static void sum_watch_on(const void *send, const void *recv, long long n, int world) {
+  g_sum.on = 1;
+  g_sum.send = send;
+  g_sum.recv = recv;
+  g_sum.n = n;
+  g_sum.world = world;
+  g_sum.device_floats = 0;
+}
+
+static void sum_watch_off(sum_facts *f) {
+  g_sum.on = 0;
+  f->calls++;
+  if (g_sum.device_floats < g_sum.n) f->short_calls++;
+  f->host_calls += g_sum.host_calls;
+  g_sum.host_calls = 0;
+}
+
+extern "C" {
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm) {
+  sum_note(sendbuf, recvbuf, count, datatype, op, comm);
+  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request) {
+  sum_note(sendbuf, recvbuf, count, datatype, op, comm);
+  return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+} /* extern "C" */
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
@@ -333,8 +415,9 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
   part_tally t[3];
   mgpu_result r;
   long long hits = 0;
+  sum_facts facts = {0, 0, 0};
   char tag[160];
-  int round;
+  int round, force;
   (void)comm; /* the learner's, in the rank only */
   (void)nc;
 
@@ -364,7 +447,9 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
       delay(s);
       mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
                           data_iter(ci, round, kPartMPI), s);
+      sum_watch_on(send.ptr, recv.ptr, n, ctx->world);
       MGPU_LEARNER(mpi_sum((const float *)send.ptr, (float *)recv.ptr, (size_t)n, s, comm));
+      sum_watch_off(&facts);
       MGPU_CUDA(cudaStreamSynchronize(s));
     }
     snprintf(tag, sizeof tag, "%s/%d/mpi", c->name, round);
@@ -404,7 +489,9 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
       mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
                           data_iter(ci, round, kPartChain), s);
       MGPU_LEARNER(nccl_sum(nc, (const float *)send.ptr, (float *)mid.ptr, (size_t)n, s));
+      sum_watch_on(mid.ptr, recv.ptr, n, ctx->world);
       MGPU_LEARNER(mpi_sum((const float *)mid.ptr, (float *)recv.ptr, (size_t)n, s, comm));
+      sum_watch_off(&facts);
       collective_watch(ctx, s, "nccl_sum, then mpi_sum");
     }
     snprintf(tag, sizeof tag, "%s/%d/chain", c->name, round);
@@ -414,9 +501,12 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
     }
     if (mgpu_computes(ctx)) MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
   }
+  snprintf(tag, sizeof tag, "%s/mpi-watch", c->name);
+  mgpu_hand_over(ctx, tag, &facts, sizeof facts);
   snprintf(tag, sizeof tag, "%s/guards", c->name);
   if (hand_over_guards(ctx, tag, &send, &mid, &recv, &hits)) {
     r.guard_hits = hits;
+    force = !usable;
 
     /* One message, the most telling first. */
     if (t[0].stale * 2 > t[0].wrong && t[0].wrong)
@@ -451,11 +541,20 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
                "NCCL, then MPI: %lld of %lld elements wrong (%lld NaN) where recv must be %d x "
                "the sum (each rank's mid holds the sum; MPI sums them again).",
                t[2].wrong, n * kRounds, t[2].nan, ctx->world);
-    else if (!usable)
+    else if (facts.short_calls) {
+      force = 1;
+      snprintf(r.msg, sizeof r.msg,
+               "mpi_sum: the sums are right, but in %lld of its %lld calls MPI_Allreduce did not "
+               "sum the n floats on the device pointers it was given (%lld MPI_Allreduce call(s) "
+               "on other memory, another type, operation or communicator). Hand send and recv to "
+               "MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, comm) as they are: the MPI is "
+               "CUDA-aware, so no copy through host memory, and no NCCL, in mpi_sum.",
+               facts.short_calls, facts.calls, facts.host_calls);
+    } else if (!usable)
       snprintf(r.msg, sizeof r.msg, "%s", problem);
     else if (r.guard_hits)
       snprintf(r.msg, sizeof r.msg, "a write landed outside send, mid or recv (in the guard bands)");
-    mgpu_record_case(c->name, &r, !usable);
+    mgpu_record_case(c->name, &r, force);
   }
 
   free(stale);
