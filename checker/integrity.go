@@ -72,6 +72,11 @@ var sideRoutes = func() map[string]string {
 		"fexecve", "system", "popen", "_IO_popen", "posix_spawn", "posix_spawnp", "ptrace",
 		"process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_getfd")
 	add("makes raw system calls, which no symbol check can follow", "syscall")
+	// NCCL, NVSHMEM, MPI and CUDA read their settings from the environment when they start a
+	// communicator or a context, some of them after the learner's code has run: a setting made
+	// there (NCCL_MAX_NCHANNELS=1, NCCL_COMM_ID, ...) would reach the driver's baseline and the
+	// harness (a red-team pass gave every rank one NCCL id through NCCL_COMM_ID).
+	add(envWhy, "setenv", "putenv", "unsetenv", "clearenv", "environ", "__environ", "_environ")
 	// Without these, dlsym(RTLD_DEFAULT, "open") would reach every function above with no
 	// symbol of its own (lookupForbid adds them, with CUDA's entry-point queries, where an
 	// exercise forbids calls; CUDA's stay allowed elsewhere, for the driver API). The second
@@ -107,8 +112,14 @@ func sideWhy(name string) string {
 	if why == "" {
 		why = sideRoutes["syscall"]
 	}
+	if why == envWhy {
+		return why + ": the environment is the launcher's (docs/protocol.md §1); set what your code needs in its own variables"
+	}
 	return why + ": ranks communicate only through the library the exercise teaches, and the harness does the run's own input and output"
 }
+
+// envWhy is the reason for the side routes that change the environment.
+const envWhy = "changes the process's environment, which NCCL, NVSHMEM, MPI and CUDA read when they start, the driver's baseline included"
 
 // learnerHarnessCalls are the harness functions a learner's code may call: the error checks of
 // mgpu.h's macros (MGPU_CUDA, MGPU_KERNEL, MGPU_NCCL, MGPU_MPI) and mgpu_fail. Every other

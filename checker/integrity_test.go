@@ -94,6 +94,8 @@ func TestIntegrityRules(t *testing.T) {
 		{"shared memory", "#include <sys/mman.h>\n#include <fcntl.h>\nvoid scale(float *x, int n) { int fd = shm_open(\"/x\", O_RDWR, 0600); x[0] = (float)(fd + n); }\n", ruleSide, "shm_open"},
 		{"socket", "#include <sys/socket.h>\nvoid scale(float *x, int n) { x[0] = (float)(socket(AF_UNIX, SOCK_STREAM, 0) + n); }\n", ruleSide, "socket"},
 		{"fopen", "#include <stdio.h>\nvoid scale(float *x, int n) { FILE *f = fopen(\"/tmp/x\", \"r\"); x[0] = (float)n; if (f) fclose(f); }\n", ruleSide, "fopen"},
+		{"changes the environment", "#include <stdlib.h>\nvoid scale(float *x, int n) { setenv(\"NCCL_MAX_NCHANNELS\", \"1\", 1); x[0] = (float)n; }\n", ruleSide, "setenv"},
+		{"writes environ", "extern char **environ;\nvoid scale(float *x, int n) { environ = 0; x[0] = (float)n; }\n", ruleSide, "environ"},
 		{"raw system call", "#include <unistd.h>\n#include <sys/syscall.h>\nvoid scale(float *x, int n) { x[0] = (float)(syscall(SYS_getpid) + n); }\n", ruleSide, "syscall"},
 		{"address of mmap taken", "#include <sys/mman.h>\nvoid *(*volatile m)(void *, unsigned long, int, int, int, long) = mmap;\nvoid scale(float *x, int n) { (void)x; (void)n; }\n", ruleSide, "mmap"},
 		{"looks open up by name", "#define _GNU_SOURCE\n#include <dlfcn.h>\nvoid scale(float *x, int n) { int (*o)(const char *, int) = (int (*)(const char *, int))dlsym(RTLD_DEFAULT, \"open\"); x[0] = (float)(o != 0) + (float)n; }\n", ruleSide, "dlsym"},
