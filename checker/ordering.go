@@ -86,7 +86,7 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 	entry := false
 	var body []ptxInstr
 	labels := map[string]int{}
-	where, stmt := "", ""
+	where, carry := "", ""
 	flush := func() {
 		out = append(out, relaxedFlags(fn, entry, body, labels)...)
 		body, labels = nil, map[string]int{}
@@ -118,50 +118,23 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 			labels[m[1]] = len(body)
 			continue
 		}
-		t := strings.TrimSpace(line)
-		if stmt != "" { // an instruction nvcc spread over lines (a call's operands)
-			t = stmt + " " + t
-		}
-		if !strings.HasSuffix(t, ";") && (strings.HasPrefix(t, "call") || strings.HasPrefix(t, "@") && strings.Contains(t, " call")) {
-			stmt = t
-			continue
-		}
-		stmt = ""
-		if t == "" || strings.HasPrefix(t, ".") || strings.HasPrefix(t, "{") || strings.HasPrefix(t, "}") || strings.HasPrefix(t, ")") {
-			continue
-		}
-		words := strings.Fields(strings.ReplaceAll(strings.TrimRight(t, ";"), ",", " "))
-		if len(words) == 0 {
-			continue
-		}
-		pred := ""
-		if strings.HasPrefix(words[0], "@") { // a predicate: @%p1 or @!%p1
-			pred, words = words[0][1:], words[1:]
-		}
-		if len(words) == 0 {
-			continue
-		}
-		parts := strings.Split(words[0], ".")
-		in := ptxInstr{i: len(body), op: parts[0], mods: map[string]bool{}, full: words[0], pred: pred, where: where}
-		for _, m := range parts[1:] {
-			in.mods[m] = true
-		}
-		in.dests, in.srcs = ptxRegisters(in.op, words[1:])
-		if pred != "" {
-			in.srcs = append(in.srcs, strings.TrimPrefix(pred, "!"))
-		}
-		if in.op == "bra" && len(words) > 1 {
-			in.target = words[len(words)-1]
-		}
-		if in.op == "call" {
-			for _, w := range words[1:] {
-				if w != "" && !strings.HasPrefix(w, "(") {
-					in.callee = w
-					break
-				}
+		var stmts []string
+		stmts, carry = ptxStatements(line, carry)
+		for _, t := range stmts {
+			words := strings.Fields(strings.ReplaceAll(t, ",", " "))
+			for len(words) > 0 && strings.HasSuffix(words[0], ":") { // a label inside inline assembly
+				labels[strings.TrimSuffix(words[0], ":")] = len(body)
+				words = words[1:]
 			}
+			pred := ""
+			if len(words) > 0 && strings.HasPrefix(words[0], "@") { // a predicate: @%p1 or @!%p1
+				pred, words = words[0][1:], words[1:]
+			}
+			if len(words) == 0 || strings.HasPrefix(words[0], ".") {
+				continue
+			}
+			body = append(body, ptxInstruction(len(body), words, pred, where))
 		}
-		body = append(body, in)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -176,6 +149,54 @@ func orderingFindings(path string) ([]orderingFinding, error) {
 		}
 	}
 	return out, nil
+}
+
+// ptxStatements splits a PTX line (its comment already cut off) into the statements it ends,
+// after carry, the start of a statement an earlier line left open (nvcc spreads a call's
+// operands over lines). Inline assembly can put several statements on a line. A part that does
+// not start an instruction (a directive, a parameter list, a brace) carries nothing over.
+func ptxStatements(line, carry string) (stmts []string, rest string) {
+	text := strings.TrimSpace(carry + " " + line)
+	parts := strings.Split(text, ";")
+	for i, p := range parts {
+		p = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(p), "{}"))
+		if i == len(parts)-1 { // not ended on this line
+			if p != "" && (p[0] == '@' || p[0] >= 'a' && p[0] <= 'z') {
+				rest = p
+			}
+			break
+		}
+		if p != "" && !strings.HasPrefix(p, ")") && !strings.HasPrefix(p, "(") {
+			stmts = append(stmts, p)
+		}
+	}
+	return stmts, rest
+}
+
+// ptxInstruction makes the instruction at index i of its function from its words (the opcode
+// first, the guard predicate pred taken off) at source place where.
+func ptxInstruction(i int, words []string, pred, where string) ptxInstr {
+	parts := strings.Split(words[0], ".")
+	in := ptxInstr{i: i, op: parts[0], mods: map[string]bool{}, full: words[0], pred: pred, where: where}
+	for _, m := range parts[1:] {
+		in.mods[m] = true
+	}
+	in.dests, in.srcs = ptxRegisters(in.op, words[1:])
+	if pred != "" {
+		in.srcs = append(in.srcs, strings.TrimPrefix(pred, "!"))
+	}
+	if in.op == "bra" && len(words) > 1 {
+		in.target = words[len(words)-1]
+	}
+	if in.op == "call" {
+		for _, w := range words[1:] {
+			if w != "" && !strings.HasPrefix(w, "(") {
+				in.callee = w
+				break
+			}
+		}
+	}
+	return in
 }
 
 // relaxedFlags applies the rule to one function's instructions (entry: a kernel, else a device

@@ -100,6 +100,16 @@ $L__BB0_2:
 	);
 	ret;
 }`, []string{"wait ld.relaxed.sys.global.u32"}},
+		{"inline assembly with several statements on a line: each is read", `.visible .entry k(
+)
+{
+	st.global.f32 [%rd1], %f1;
+	// begin inline asm
+	{ .reg .b32 t; mov.u32 t, 1; st.relaxed.sys.global.u32 [%rd2], t; }
+	// end inline asm
+	fence.sc.sys; st.global.f32 [%rd1], %f2; L1: red.release.sys.global.add.u32 [%rd3], 1;
+	ret;
+}`, []string{"signal st.relaxed.sys.global.u32"}},
 		{"a fence before the data writes does not order them", `.visible .entry k(
 )
 {

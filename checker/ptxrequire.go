@@ -38,7 +38,8 @@ func ptxOpcodeMatches(opcode, pattern string) bool {
 }
 
 // ptxOpcodes lists the opcodes of a PTX file's instructions (comments, directives and labels
-// left out; a guard predicate dropped).
+// left out; a guard predicate dropped), read statement by statement as the ordering rule reads
+// them (ptxStatements).
 func ptxOpcodes(path string) (map[string]bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -46,6 +47,7 @@ func ptxOpcodes(path string) (map[string]bool, error) {
 	}
 	defer f.Close()
 	ops := map[string]bool{}
+	carry := ""
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -53,13 +55,14 @@ func ptxOpcodes(path string) (map[string]bool, error) {
 		if i := strings.Index(line, "//"); i >= 0 {
 			line = line[:i]
 		}
-		// Inline assembly can put several instructions on a line.
-		for _, stmt := range strings.Split(line, ";") {
-			words := strings.Fields(strings.Trim(strings.TrimSpace(stmt), "{}"))
-			if len(words) > 0 && strings.HasPrefix(words[0], "@") {
-				words = words[1:]
+		var stmts []string
+		stmts, carry = ptxStatements(line, carry)
+		for _, stmt := range stmts {
+			words := strings.Fields(stmt)
+			for len(words) > 0 && (strings.HasSuffix(words[0], ":") || strings.HasPrefix(words[0], "@")) {
+				words = words[1:] // a label, a guard predicate
 			}
-			if len(words) == 0 || strings.HasPrefix(words[0], ".") || strings.HasSuffix(words[0], ":") {
+			if len(words) == 0 || strings.HasPrefix(words[0], ".") {
 				continue
 			}
 			ops[words[0]] = true
