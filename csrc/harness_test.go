@@ -218,6 +218,13 @@ func exactValue(seed uint64, rank, iter int, i int64) float32 {
 	return float32(int((uint64(uint32(h>>32))*129)>>32) - 64)
 }
 
+// fineValue is docs/harness.md's fine exact value: the exact integer plus (h & 63) / 64.
+func fineValue(seed uint64, rank, iter int, i int64) float32 {
+	key := mix64(oneway64("mgpu exact rank", seed, uint64(uint32(int32(rank)))) ^ uint64(uint32(int32(iter))))
+	h := mix64(key ^ uint64(i))
+	return float32(int((uint64(uint32(h>>32))*129)>>32)-64) + float32(h&63)/64
+}
+
 func patternByte(seed uint64, iter int, i int64) uint8 {
 	key := mix64(oneway64("mgpu pattern", seed, 0) ^ uint64(uint32(int32(iter))))
 	return uint8(mix64(key^uint64(i>>3)) >> (8 * (i & 7)))
@@ -289,7 +296,7 @@ func TestThreeRanks(t *testing.T) {
 			t.Errorf("rank %d: an infinite value must be null: %v", r, v)
 		}
 		// exact data follows the documented formula
-		nExact, nPattern, nRank := 0, 0, 0
+		nExact, nFine, nPattern, nRank := 0, 0, 0, 0
 		for _, n := range notes(recs) {
 			var rk, it, i int
 			var v float64
@@ -297,6 +304,12 @@ func TestThreeRanks(t *testing.T) {
 				nExact++
 				if want := exactValue(seedU, rk, it, int64(i)); float32(v) != want {
 					t.Errorf("exact(%d,%d,%d) = %v, formula says %v", rk, it, i, v, want)
+				}
+			}
+			if _, err := fmt.Sscanf(n, "fine %d %d %d %g", &rk, &it, &i, &v); err == nil {
+				nFine++
+				if want := fineValue(seedU, rk, it, int64(i)); float32(v) != want {
+					t.Errorf("fine(%d,%d,%d) = %v, formula says %v", rk, it, i, v, want)
 				}
 			}
 			var pb uint
@@ -313,9 +326,9 @@ func TestThreeRanks(t *testing.T) {
 				}
 			}
 		}
-		if nExact != 4 || nPattern != 10 || nRank != 10 {
-			t.Errorf("rank %d: %d exact, %d pattern and %d rank pattern notes, want 4, 10 and 10",
-				r, nExact, nPattern, nRank)
+		if nExact != 4 || nFine != 4 || nPattern != 10 || nRank != 10 {
+			t.Errorf("rank %d: %d exact, %d fine, %d pattern and %d rank pattern notes, want 4, 4, 10 and 10",
+				r, nExact, nFine, nPattern, nRank)
 		}
 		good := find(recs, "case", "case", "good")
 		if good == nil || good["ok"] != true || good.num("checked") != 4 || good.num("bad") != 0 ||

@@ -144,6 +144,11 @@ void mgpu_share(mgpu_ctx *ctx, const char *key, void *buf, size_t len, int root)
 /* Exact data: integer-valued floats in [-64, 64], a function of (seed, rank, iter, i).
  * Sums of up to 2^17 of them are exact in float in any order; products are not used. */
 float mgpu_exact_value(uint64_t seed, int rank, int iter, long long i);
+/* Fine exact data: the same integer plus a fraction in 64ths from the same hash (13 significant
+ * bits, in [-64, 65)): half (11 bits) and bfloat16 (8) cannot hold them, so a sum made in a
+ * narrower type shows, and sums of up to 4000 of them are still exact in float in any order.
+ * For exercises whose learner could otherwise move or add the data in a narrower type. */
+float mgpu_fine_value(uint64_t seed, int rank, int iter, long long i);
 /* A byte pattern for copies: a function of (seed, iter, i). */
 uint8_t mgpu_pattern_byte(uint64_t seed, int iter, long long i);
 
@@ -151,6 +156,7 @@ uint8_t mgpu_pattern_byte(uint64_t seed, int iter, long long i);
  * mgpu_exact_value(s, r, it, i) == mgpu_exact_value_k(mgpu_exact_key(s, r, it), i). */
 uint64_t mgpu_exact_key(uint64_t seed, int rank, int iter);
 float mgpu_exact_value_k(uint64_t key, long long i);
+float mgpu_fine_value_k(uint64_t key, long long i); /* mgpu_fine_value from the same key */
 uint64_t mgpu_pattern_key(uint64_t seed, int iter);
 uint8_t mgpu_pattern_byte_k(uint64_t key, long long i);
 /* Bytes [first, first + n) of pattern `key` into out, on the host, a word at a time:
@@ -232,6 +238,8 @@ long long mgpu_guard_hits(const mgpu_buf *b);
 /* Device fills (asynchronous on s; the buffer's device must be current or peer-accessible). */
 void mgpu_fill_exact_f32(float *dev, long long n, uint64_t seed, int rank, int iter,
                          cudaStream_t s);
+void mgpu_fill_fine_f32(float *dev, long long n, uint64_t seed, int rank, int iter,
+                        cudaStream_t s); /* mgpu_fine_value */
 void mgpu_fill_pattern(void *dev, size_t bytes, uint64_t seed, int iter, cudaStream_t s);
 /* This rank's pattern `iter` (mgpu_rank_pattern_key). */
 void mgpu_fill_rank_pattern(void *dev, size_t bytes, uint64_t seed, int rank, int iter,

@@ -1204,6 +1204,12 @@ float mgpu_exact_value_k(uint64_t key, long long i) {
   return (float)((int)(((uint64_t)hi * 129u) >> 32) - 64);
 }
 
+float mgpu_fine_value_k(uint64_t key, long long i) {
+  uint64_t h = mix64(key ^ (uint64_t)i);
+  uint32_t hi = (uint32_t)(h >> 32);
+  return (float)((int)(((uint64_t)hi * 129u) >> 32) - 64) + (float)(unsigned)(h & 63u) * 0.015625f;
+}
+
 uint8_t mgpu_pattern_byte_k(uint64_t key, long long i) {
   uint64_t w = mix64(key ^ (uint64_t)(i >> 3));
   return (uint8_t)(w >> (8 * (i & 7)));
@@ -1222,6 +1228,10 @@ void mgpu_pattern_fill_host(void *out, size_t n, uint64_t key, long long first) 
 
 float mgpu_exact_value(uint64_t seed, int rank, int iter, long long i) {
   return mgpu_exact_value_k(mgpu_exact_key(seed, rank, iter), i);
+}
+
+float mgpu_fine_value(uint64_t seed, int rank, int iter, long long i) {
+  return mgpu_fine_value_k(mgpu_exact_key(seed, rank, iter), i);
 }
 
 uint8_t mgpu_pattern_byte(uint64_t seed, int iter, long long i) {

@@ -207,6 +207,14 @@ __global__ void k_fill_exact(float *p, long long n, uint64_t key) {
     p[i] = d_exact(key, i);
 }
 
+__global__ void k_fill_fine(float *p, long long n, uint64_t key) {
+  long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint64_t h = d_mix64(key ^ (uint64_t)i);
+    p[i] = d_exact(key, i) + (float)(unsigned)(h & 63u) * 0.015625f;
+  }
+}
+
 /* Pattern byte i = byte (i & 7) of mix64(key ^ (i >> 3)), little-endian. */
 __global__ void k_fill_pattern64(uint64_t *p, long long words, uint64_t key) {
   long long stride = (long long)gridDim.x * blockDim.x;
@@ -245,6 +253,13 @@ extern "C" void mgpu_fill_exact_f32(float *dev, long long n, uint64_t seed, int 
   if (n <= 0) return;
   k_fill_exact<<<grid_for(n, current_device()), 256, 0, s>>>(dev, n,
                                                              mgpu_exact_key(seed, rank, iter));
+  HK();
+}
+
+extern "C" void mgpu_fill_fine_f32(float *dev, long long n, uint64_t seed, int rank, int iter,
+                                   cudaStream_t s) {
+  if (n <= 0) return;
+  k_fill_fine<<<grid_for(n, current_device()), 256, 0, s>>>(dev, n, mgpu_exact_key(seed, rank, iter));
   HK();
 }
 

@@ -89,6 +89,8 @@ int main(int argc, char **argv) {
   /* exact values, for the Go side to recompute */
   for (k = 0; k < 4; k++)
     mgpu_note("exact %d %d %d %.1f", ctx.rank, 2, k, mgpu_exact_value(ctx.seed, ctx.rank, 2, k));
+  for (k = 0; k < 4; k++)
+    mgpu_note("fine %d %d %d %.9g", ctx.rank, 2, k, mgpu_fine_value(ctx.seed, ctx.rank, 2, k));
   for (k = 0; k < 10; k++) mgpu_note("pattern 5 %d %u", k, mgpu_pattern_byte(ctx.seed, 5, k));
   {
     /* the host fill agrees with mgpu_pattern_byte_k from any first byte */

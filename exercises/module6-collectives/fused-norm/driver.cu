@@ -17,7 +17,7 @@
  * `stream`, every member:
  *     fill the residual R (rows x hidden) and gamma (hidden) with exact values of this epoch,
  *         the same on every member (made from the run's pattern key, which every rank has)
- *     [delay]  fill own input x with exact values of (seed, rank, iteration)
+ *     [delay]  fill own input x with fine exact values of (seed, rank, iteration)
  *     poison residual_out and out                                 [hog + gate]
  *     the learner's call (epoch e, eps(e))
  *     fill own input with marker(e)
@@ -26,11 +26,11 @@
  * work is done the rank hands over each epoch's residual_out and out (mgpu_hand_over()), then its
  * guard counts; after timing, also the baseline's outputs and its epoch count. The verifier,
  * which alone knows the other ranks' inputs, compares on the CPU, every element:
- * residual_out bit for bit with sum(x) + R (integers: exact in any order); out with
+ * residual_out bit for bit with sum(x) + R (multiples of 1/64 below 2^10: exact in any order); out with
  * s * (mean(s^2) + eps)^-1/2 * gamma computed in double (the row's sum of squares is exact),
  * within kRtol * |want| + kAtol (the harness compares with an absolute tolerance only, so the
  * relative one lives here).
- * eps(e) is 64, 256, 1024 or 4096, the size of mean(s^2) itself (s is a sum of integers in
+ * eps(e) is 64, 256, 1024 or 4096, the size of mean(s^2) itself (s is a sum of values in
  * [-64, 64]), so that where eps goes shows. gamma is in [0.25, 1.25], in steps of 1/128.
  *
  * A wrong residual_out is explained like a wrong one-shot all-reduce (which member's input was
@@ -218,7 +218,7 @@ static void fn_compare_host(const float *residual_out, const float *out, const f
     double total = 0.0;
     for (int i = 0; i < sh->hidden; i++) {
       float xs = 0.0f;
-      for (int m = 0; m < k->world; m++) xs += ar_exact(k->cur[m], base + i);
+      for (int m = 0; m < k->world; m++) xs += ar_value(k->cur[m], base + i);
       const float r = ar_exact(rkey, base + i);
       const float s = xs + r;
       row_r[i] = r;
@@ -503,7 +503,7 @@ static void fn_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, fn_bu
       k_fill_gamma<<<ar_grid(sh->hidden), 256, 0, s->stream>>>(gam, sh->hidden, fn_gamma_key(ctx, iter));
       AR_KERNEL();
       if (ordering) mgpu_delay(s->stream, kDelayNs);
-      k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
+      k_fill_value<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
       AR_KERNEL();
       AR_CUDA(cudaMemsetAsync(res_out, 0xFF, bytes, s->stream));
       AR_CUDA(cudaMemsetAsync(out, 0xFF, bytes, s->stream));
@@ -563,7 +563,7 @@ typedef struct fn_row {
 } fn_row;
 
 static float fn_host_x(const mgpu_ctx *ctx, const ar_team *t, int m, int iter, long long idx) {
-  return mgpu_exact_value(ctx->seed, t->member[m], iter, idx);
+  return mgpu_fine_value(ctx->seed, t->member[m], iter, idx);
 }
 
 static void fn_row_stats(const mgpu_ctx *ctx, const ar_team *t, const fn_shape *sh, int iter, int row, fn_row *rs) {
@@ -860,7 +860,7 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
     ar_begin_session(s, &t, n);
     fn_bufs_alloc(&b, &sh, ctx->device);
     MGPU_CUDA(cudaMalloc((void **)&xsum, sizeof(float) * (size_t)n));
-    mgpu_fill_exact_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, iter, s->stream);
+    mgpu_fill_fine_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, iter, s->stream);
     k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>((float *)b.residual.ptr, n, fn_residual_key(ctx, iter));
     MGPU_KERNEL();
     k_fill_gamma<<<ar_grid(sh.hidden), 256, 0, s->stream>>>((float *)b.gamma.ptr, sh.hidden, fn_gamma_key(ctx, iter));

@@ -33,6 +33,8 @@
  * Once the session's work is done, the rank hands each epoch's snapshot and its guard count over
  * to its verifier (`verifier: true`, docs/protocol.md §4), which compares every element with the
  * exact sum on the CPU and records the case: the rank never knows another rank's inputs.
+ * Inputs are fine exact values (ar_value: 13 significant bits, so half or bfloat16 anywhere on
+ * the way changes them; sums exact in float in any order).
  * Markers are integers far from the inputs and 1024 apart, so an output that used a member's
  * input too early (marker(e-1): the owner had not filled it yet) or too late (marker(e): the
  * owner had already returned) says so, and which member it was. Other classes: the member's
@@ -103,6 +105,15 @@ static __host__ __device__ __forceinline__ float ar_exact(uint64_t key, long lon
   return (float)((int)(((uint64_t)hi * 129u) >> 32) - 64);
 }
 
+/* The members' inputs: the harness's fine exact values (mgpu_fine_value_k: the integer above plus
+ * a fraction in 64ths, 13 significant bits). Sums of the team's inputs stay exact in float in any
+ * order, and an exchange or a sum made in half or bfloat16 changes elements: with plain integers
+ * in [-64, 64], which half holds, a two-shot that moved its chunks as half passed. */
+static __host__ __device__ __forceinline__ float ar_value(uint64_t key, long long i) {
+  const uint64_t h = ar_mix64(key ^ (uint64_t)i);
+  return ar_exact(key, i) + (float)(unsigned)(h & 63u) * 0.015625f;
+}
+
 /* What a member's input holds between its epochs (see the top of this file). */
 static __host__ __device__ __forceinline__ float ar_marker(unsigned int e) {
   return 65536.0f + 1024.0f * (float)(e % 32u);
@@ -111,7 +122,10 @@ static __host__ __device__ __forceinline__ float ar_marker(unsigned int e) {
 /* ---- driver kernels ------------------------------------------------------------------------ */
 
 static __global__ void k_exact_probe(uint64_t key, float *o, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) o[i] = ar_exact(key, i);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    o[i] = ar_exact(key, i);
+    o[n + i] = ar_value(key, i);
+  }
 }
 
 static __device__ __forceinline__ unsigned long long ar_globaltimer() {
@@ -128,6 +142,12 @@ static __global__ void k_fill_f32(float *p, long long n, float v) {
 static __global__ void k_fill_exact(float *p, long long n, uint64_t key) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = ar_exact(key, i);
+}
+
+/* A member's input: fine exact values (ar_value). */
+static __global__ void k_fill_value(float *p, long long n, uint64_t key) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = ar_value(key, i);
 }
 
 static __global__ void k_fill_u32(unsigned int *p, long long n, unsigned int v) {
@@ -213,26 +233,26 @@ static __host__ __device__ int classify(float got, float want, long long i, cons
   if (got != got) return C_NAN;
   const double d = (double)got - (double)want;
   for (int m = 0; m < k.world; m++) {
-    const double v = ar_exact(k.cur[m], i);
+    const double v = ar_value(k.cur[m], i);
     *member = m;
     if (d == (double)k.marker_now - v) return C_AFTER;
     if (d == (double)k.marker_before - v) return C_BEFORE;
   }
   for (int m = 0; m < k.world; m++) {
-    const double v = ar_exact(k.cur[m], i);
+    const double v = ar_value(k.cur[m], i);
     *member = m;
-    if (k.has_next && d == (double)ar_exact(k.next[m], i) - v) return C_NEXT;
-    if (k.has_prev && d == (double)ar_exact(k.prev[m], i) - v) return C_PREV;
+    if (k.has_next && d == (double)ar_value(k.next[m], i) - v) return C_NEXT;
+    if (k.has_prev && d == (double)ar_value(k.prev[m], i) - v) return C_PREV;
   }
   *member = -1;
   float p1 = 0.0f, p2 = 0.0f;
   for (int m = 0; m < k.world; m++) {
-    if (k.has_prev) p1 += ar_exact(k.prev[m], i);
-    if (k.has_prev2) p2 += ar_exact(k.prev2[m], i);
+    if (k.has_prev) p1 += ar_value(k.prev[m], i);
+    if (k.has_prev2) p2 += ar_value(k.prev2[m], i);
   }
   if ((k.has_prev && got == p1) || (k.has_prev2 && got == p2)) return C_OLD_RESULT;
   for (int m = 0; m < k.world; m++) {
-    const double v = ar_exact(k.cur[m], i);
+    const double v = ar_value(k.cur[m], i);
     *member = m;
     if (v != 0.0 && d == -v) return C_MISSING;
     if (v != 0.0 && d == v) return C_DOUBLE;
@@ -254,7 +274,7 @@ static void ar_compare_host(const float *out, long long n, const ar_keys *k, int
   int has_first[C_COUNT] = {0}, nmore = 0;
   for (long long i = 0; i < n; i++) {
     float want = 0.0f;
-    for (int m = 0; m < k->world; m++) want += ar_exact(k->cur[m], i);
+    for (int m = 0; m < k->world; m++) want += ar_value(k->cur[m], i);
     const float got = out[i];
     if (got == want) continue;
     const unsigned int gb = ar_bits(got);
@@ -583,7 +603,7 @@ static void ar_tally_epoch(const mgpu_ctx *ctx, const ar_team *t, long long n, u
   for (int x = 0; x < ns; x++) {
     mgpu_mismatch *mm = &a->r.first[a->r.nfirst++];
     float want = 0.0f;
-    for (int m = 0; m < t->world; m++) want += mgpu_exact_value(ctx->seed, t->member[m], a->first_iter, sm[x].i);
+    for (int m = 0; m < t->world; m++) want += mgpu_fine_value(ctx->seed, t->member[m], a->first_iter, sm[x].i);
     mm->i = sm[x].i;
     ar_fmt_float(mm->got, sizeof mm->got, sm[x].got);
     snprintf(mm->want, sizeof mm->want, "%.9g", want);
@@ -612,7 +632,7 @@ static void ar_run_epochs(ar_state *s, const ar_team *t, const ar_view *v, const
       const int ordering = roles && k % 3 == 1 && who == t->me;
       const int stress = roles && k % 3 == 2 && who == t->me && t->world > 1;
       if (ordering) mgpu_delay(s->stream, kDelayNs);
-      k_fill_exact<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
+      k_fill_value<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, g), n, mgpu_exact_key(ctx->seed, g, iter));
       AR_KERNEL();
       AR_CUDA(cudaMemsetAsync(out->ptr, 0xFF, bytes, s->stream));
       if (stress) ar_hog(s);
@@ -662,11 +682,11 @@ static int ar_decode(const mgpu_ctx *ctx, const ar_team *t, int iter, unsigned i
                      int *state) {
   double val[AR_MAX_RANKS][kStates];
   for (int m = 0; m < t->world; m++) {
-    val[m][0] = mgpu_exact_value(ctx->seed, t->member[m], iter, i);
+    val[m][0] = mgpu_fine_value(ctx->seed, t->member[m], iter, i);
     val[m][1] = ar_marker(e - 1);
     val[m][2] = ar_marker(e);
-    val[m][3] = mgpu_exact_value(ctx->seed, t->member[m], iter - 1, i);
-    val[m][4] = mgpu_exact_value(ctx->seed, t->member[m], iter + 1, i);
+    val[m][3] = mgpu_fine_value(ctx->seed, t->member[m], iter - 1, i);
+    val[m][4] = mgpu_fine_value(ctx->seed, t->member[m], iter + 1, i);
   }
   long long combos = 1;
   for (int m = 0; m < t->world; m++) combos *= kStates;
@@ -703,6 +723,19 @@ static int ar_list_members(const ar_team *t, const int *state, int want, char *d
     count++;
   }
   return count;
+}
+
+/* Whether got is off the exact sum of element i by no more than roundings to half or bfloat16 of
+ * the members' inputs and of the sum (relative 2^-8 each) would make it. */
+static int ar_rounded(const mgpu_ctx *ctx, const ar_team *t, int iter, long long i, float got) {
+  double want = 0.0, mag = 0.0;
+  for (int m = 0; m < t->world; m++) {
+    const double x = mgpu_fine_value(ctx->seed, t->member[m], iter, i);
+    want += x;
+    mag += fabs(x);
+  }
+  const double d = fabs((double)got - want);
+  return got == got && d > 0.0 && d <= (mag + fabs(want)) * 0.00390625;
 }
 
 /* The case message: what the first wrong epoch shows, in words. */
@@ -854,6 +887,12 @@ static void ar_explain(const mgpu_ctx *ctx, const ar_team *t, long long n, ar_ta
                own ? " This rank's own input may be among them: queue all of the work on `stream`"
                    : " Wait for every member's \"ready\" before reading, and for everyone's \"done reading\" before "
                      "returning (and queue all of the work on `stream`)");
+    } else if (have && ar_rounded(ctx, t, a->first_iter, at, got)) {
+      snprintf(what, sizeof what,
+               "out[%lld] is within a rounding of the exact sum, but not it: the data passed through a type narrower than "
+               "float on the way (half or bfloat16 to halve the bytes?), or was added in one. The inputs have 13 "
+               "significant bits, half keeps 11: move and add them as float",
+               at);
     } else {
       snprintf(what, sizeof what,
                "out[%lld] is not the sum of the team's inputs (see the mismatches): inputs were read at the wrong time, or "
@@ -970,7 +1009,7 @@ static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tal
   if (mgpu_computes(ctx)) {
     ar_begin_session(s, &t, n);
     out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
-    mgpu_fill_exact_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, sess * 1000, s->stream);
+    mgpu_fill_fine_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, sess * 1000, s->stream);
     MGPU_CUDA(cudaStreamSynchronize(s->stream));
     mgpu_barrier(ctx, "m6-perf-filled");
 
@@ -1026,34 +1065,34 @@ static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tal
 
 static void ar_check_exact_copy(const mgpu_ctx *ctx, cudaStream_t stream) {
   const int n = 4096;
-  float *d = NULL, *h = (float *)malloc(sizeof(float) * n);
+  float *d = NULL, *h = (float *)malloc(sizeof(float) * 2 * n);
   if (!h) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
-  MGPU_CUDA(cudaMalloc((void **)&d, sizeof(float) * n));
+  MGPU_CUDA(cudaMalloc((void **)&d, sizeof(float) * 2 * n));
   for (int it = 0; it < 2; it++) {
     const uint64_t key = mgpu_exact_key(ctx->seed, ctx->rank, 77 + it);
     k_exact_probe<<<4, 256, 0, stream>>>(key, d, n);
     MGPU_KERNEL();
-    MGPU_CUDA(cudaMemcpyAsync(h, d, sizeof(float) * n, cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA(cudaMemcpyAsync(h, d, sizeof(float) * 2 * n, cudaMemcpyDeviceToHost, stream));
     MGPU_CUDA(cudaStreamSynchronize(stream));
     for (int i = 0; i < n; i++)
-      if (h[i] != mgpu_exact_value_k(key, i))
+      if (h[i] != mgpu_exact_value_k(key, i) || h[n + i] != mgpu_fine_value_k(key, i))
         mgpu_fail("driver", "ar_exact", __FILE__, __LINE__, 0,
-                  "the driver's copy of the harness's exact-value function differs from mgpu_exact_value_k: update "
-                  "ar_exact in allreduce_bench.cuh");
+                  "the driver's copy of the harness's exact-value functions differs from mgpu_exact_value_k or "
+                  "mgpu_fine_value_k: update ar_exact and ar_value in allreduce_bench.cuh");
   }
   MGPU_CUDA(cudaFree(d));
   free(h);
 }
 
-/* The verifier's twin of ar_check_exact_copy: it compares on the CPU with ar_exact too. */
+/* The verifier's twin of ar_check_exact_copy: it compares on the CPU with ar_exact and ar_value too. */
 static void ar_check_exact_host(const mgpu_ctx *ctx) {
   for (int it = 0; it < 2; it++) {
     const uint64_t key = mgpu_exact_key(ctx->seed, ctx->rank, 77 + it);
     for (int i = 0; i < 4096; i++)
-      if (ar_exact(key, i) != mgpu_exact_value_k(key, i))
+      if (ar_exact(key, i) != mgpu_exact_value_k(key, i) || ar_value(key, i) != mgpu_fine_value_k(key, i))
         mgpu_fail("driver", "ar_exact", __FILE__, __LINE__, 0,
-                  "the driver's copy of the harness's exact-value function differs from mgpu_exact_value_k on the host: "
-                  "update ar_exact in allreduce_bench.cuh");
+                  "the driver's copy of the harness's exact-value functions differs from mgpu_exact_value_k or "
+                  "mgpu_fine_value_k on the host: update ar_exact and ar_value in allreduce_bench.cuh");
   }
 }
 
