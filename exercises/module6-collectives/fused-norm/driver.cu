@@ -816,23 +816,33 @@ typedef struct fn_perf {
   int rows, hidden;
   unsigned int epoch;
   ncclComm_t comm;
+  ar_probes pr; /* residual_out probed between timed calls (allreduce_bench.cuh) */
 } fn_perf;
+
+static __global__ void k_add_f32(float *dst, const float *src, long long n) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] += src[i];
+}
 
 static void op_fused(void *arg, int iter, cudaStream_t stream) {
   fn_perf *p = (fn_perf *)arg;
   (void)iter;
   const unsigned int e = ++p->epoch;
+  const uint64_t k = ar_probe_before(&p->pr, stream);
   MGPU_LEARNER(fused_allreduce_rmsnorm(&p->v, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden,
                                        e, stream));
   ar_expect_no_pending_error();
+  ar_probe_after(&p->pr, 0, p->residual_out, k, stream);
 }
 
 static void op_nccl_norm(void *arg, int iter, cudaStream_t stream) {
   fn_perf *p = (fn_perf *)arg;
   (void)iter;
   const size_t n = (size_t)p->rows * (size_t)p->hidden;
+  const uint64_t k = ar_probe_before(&p->pr, stream);
   MGPU_NCCL_OWN(ncclAllReduce(p->in, p->xsum, n, ncclFloat, ncclSum, p->comm, stream));
   fn_base_norm(p->xsum, p->residual, p->gamma, p->eps, p->residual_out, p->out, p->rows, p->hidden, stream);
+  ar_probe_after(&p->pr, 1, p->residual_out, k, stream);
 }
 
 /* One perf case. The rank runs the baseline once and hands its outputs over
@@ -856,6 +866,8 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
   float *xsum = NULL;
   fn_perf p;
   memset(&p, 0, sizeof p);
+  ar_probe probes[2];
+  memset(probes, 0, sizeof probes);
   if (mgpu_computes(ctx)) {
     ar_begin_session(s, &t, n);
     fn_bufs_alloc(&b, &sh, ctx->device);
@@ -903,6 +915,13 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
 
   if (mgpu_computes(ctx)) {
     mgpu_barrier(ctx, "m6-perf-baseline-ok");
+    /* The probes' reference: NCCL's sum of the starting inputs plus the residual. */
+    snprintf(tag, sizeof tag, "m6-probe-key/%s", c->name);
+    ar_probes_begin(ctx, &p.pr, ar_in(s, ctx->rank), n, tag);
+    MGPU_NCCL_OWN(ncclAllReduce(p.in, p.pr.ref, (size_t)n, ncclFloat, ncclSum, comm, s->stream));
+    k_add_f32<<<ar_grid(n), 256, 0, s->stream>>>(p.pr.ref, p.residual, n);
+    MGPU_KERNEL();
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
     mgpu_timing tm;
     memset(&tm, 0, sizeof tm);
     tm.case_name = c->name;
@@ -912,6 +931,7 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
     mgpu_time_pair(ctx, &tm, op_fused, &p, op_nccl_norm, &p, s->stream);
     ar_wait(s, &t, n);
     MGPU_CUDA(cudaDeviceSynchronize());
+    ar_probes_end(&p.pr, probes);
     mgpu_barrier(ctx, "m6-perf-timed");
 
     /* New data over the timed buffers, the epoch count going on from the timed calls. */
@@ -943,6 +963,7 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
       snprintf(ar->msg, sizeof ar->msg, "after timing %s (epochs %u..): %.400s", c->name, p.epoch + 1, f.a.r.msg);
     }
   }
+  ar_probes_verdict(ctx, name, c->name, probes, "residual_out", "the sum of the inputs plus the residual", &after->a.r);
   if (mgpu_computes(ctx)) {
     MGPU_CUDA(cudaFree(xsum));
     fn_bufs_free(&b);

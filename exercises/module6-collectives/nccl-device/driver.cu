@@ -13,7 +13,7 @@
  * one) runs K = max(4, 2 x world) iterations, each with new exact data. Iteration k has a
  * "late" rank L = k mod world. The ranks meet at a host barrier, then each queues on its stream:
  *   1. a delay kernel: 5 ms, on rank L 7 ms;
- *   2. the fill of this rank's input (window offset kInOffset) with exact values of (rank, k);
+ *   2. the fill of this rank's input (window offset kInOffset) with fine exact values of (rank, k);
  *   3. the poison (0xFF) of this iteration's `out`. On rank L, out is pinned host memory mapped
  *      for the GPU, elsewhere device memory: L's kernel stores its result over PCIe, so each of
  *      its blocks runs longer than its partner blocks on the other ranks;
@@ -237,7 +237,7 @@ static uint32_t float_bits(float f) {
  * with the sum of the exact inputs of iteration `iter` of the team's world ranks: every rank in
  * world order (setup checked that team rank p is world rank p) or, for a team of one, this rank
  * alone. The same float additions in the same order as a kernel that adds team ranks 0, 1, ...
- * starting from 0, though with integer-valued inputs any order is exact. Adds the counts to v;
+ * starting from 0, though with fine exact inputs (multiples of 1/64) any order is exact. Adds the counts to v;
  * the first wrong call (index k in its case) gives the mismatches of the report. `late`: this
  * rank was the call's late (and slow) rank. */
 static void compare_host(const mgpu_ctx *ctx, const float *got, long long n, int alone, int iter, int late, int k,
@@ -250,7 +250,7 @@ static void compare_host(const mgpu_ctx *ctx, const float *got, long long n, int
   long long unwritten = 0, nan = 0, wrong = 0;
   for (long long i = 0; i < n; i++) {
     float want = 0.0f;
-    for (int m = 0; m < members; m++) want += mgpu_exact_value_k(keys[m], i);
+    for (int m = 0; m < members; m++) want += mgpu_fine_value_k(keys[m], i);
     const uint32_t gb = float_bits(got[i]);
     if (gb == float_bits(want)) continue;
     if (gb == kPoisonBits)
@@ -390,7 +390,7 @@ static void run_case(mgpu_ctx *ctx, world *w, const mgpu_case *c, int case_index
       float *out = late ? hout_dev : (float *)dout.ptr;
       mgpu_barrier(ctx, "iteration"); /* every rank queues what follows within a fraction of a ms */
       mgpu_delay(w->stream, late ? kLeadNs + kLateNs : kLeadNs);
-      mgpu_fill_exact_f32(w->in, n, ctx->seed, ctx->rank, iter, w->stream);
+      mgpu_fill_fine_f32(w->in, n, ctx->seed, ctx->rank, iter, w->stream);
       if (late) {
         k_poison<<<256, 512, 0, w->stream>>>(out, n);
         MGPU_KERNEL();
@@ -471,8 +471,8 @@ static void run_perf(mgpu_ctx *ctx, world *w) {
     mgpu_buf out = mgpu_alloc(bytes, ctx->device);
     mgpu_buf send = mgpu_alloc(bytes, ctx->device);
     mgpu_buf recv = mgpu_alloc(bytes, ctx->device);
-    mgpu_fill_exact_f32(w->in, maxn, ctx->seed, ctx->rank, kTimedIter, w->stream);
-    mgpu_fill_exact_f32((float *)send.ptr, maxn, ctx->seed, ctx->rank, kTimedIter, w->stream);
+    mgpu_fill_fine_f32(w->in, maxn, ctx->seed, ctx->rank, kTimedIter, w->stream);
+    mgpu_fill_fine_f32((float *)send.ptr, maxn, ctx->seed, ctx->rank, kTimedIter, w->stream);
     MGPU_CUDA(cudaStreamSynchronize(w->stream));
     mgpu_barrier(ctx, "perf-filled");
 
@@ -497,7 +497,7 @@ static void run_perf(mgpu_ctx *ctx, world *w) {
 
     /* New data through the timed buffers: a kernel that skips work it has seen fails here. */
     mgpu_poison(&out, w->stream);
-    mgpu_fill_exact_f32(w->in, n, ctx->seed, ctx->rank, kAfterTimingIter, w->stream);
+    mgpu_fill_fine_f32(w->in, n, ctx->seed, ctx->rank, kAfterTimingIter, w->stream);
     MGPU_CUDA(cudaStreamSynchronize(w->stream));
     mgpu_barrier(ctx, "after-timing-filled");
     const nd_args a = args_for(w, (float *)out.ptr, (size_t)n, team_all(w));

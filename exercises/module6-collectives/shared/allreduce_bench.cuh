@@ -74,6 +74,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const double kHangS = 10.0;          /* a call not finished after 2 x kHangS hangs */
@@ -951,6 +952,148 @@ static void ar_run_case(ar_state *s, const mgpu_case *c, const char *layout) {
 
 /* ---- timing ------------------------------------------------------------------------------------ */
 
+/* Probes of the timed calls. Between timed calls neither the inputs nor `out` change, so an op
+ * that skipped its work whenever `out` held no poison (or whenever its own input had not
+ * changed) would be right at every check and fast when timed. About one call in kProbeEvery (a
+ * draw every rank makes alike from a key rank 0 hands out), yours and NCCL's alike: before the
+ * call, one member drawn at random adds a small integer to its input at kProbeLanes random
+ * places, and every rank adds the same to its reference (NCCL's sum of the starting inputs);
+ * after it, out must equal the reference there. Only that member's input changed, so a rank
+ * that looks only at its own memory cannot tell that this call counts. Two small kernels on the
+ * stream per probed call, about 4 us every kProbeEvery calls, on both sides of the ratio. */
+enum { kProbeEvery = 16, kProbeLanes = 32 };
+
+typedef struct ar_probe {
+  unsigned int bad, probes, call, pad;
+  long long at;
+  float got, want;
+} ar_probe;
+
+static __device__ __forceinline__ long long ar_probe_place(uint64_t key, long long n, uint64_t *h) {
+  *h = ar_mix64(key ^ (0x70726f6265ULL + threadIdx.x));
+  return (long long)(*h % (uint64_t)n);
+}
+
+/* Before a probed call (one warp): the reference, and the planting member's input, get the same
+ * deltas at the same places (a place drawn twice takes one lane's delta). */
+static __global__ void k_probe_plant(float *in, float *ref, long long n, uint64_t key, int plant) {
+  uint64_t h;
+  const long long p = ar_probe_place(key, n, &h);
+  const unsigned int same = __match_any_sync(0xffffffffu, (unsigned long long)p);
+  if ((int)threadIdx.x != __ffs(same) - 1) return;
+  const float d = (float)(1 + (int)((h >> 40) & 63u)) * (((h >> 47) & 1u) ? -1.0f : 1.0f);
+  ref[p] += d;
+  if (plant) in[p] += d;
+}
+
+/* After it: out at those places against the reference; the first miss is kept. */
+static __global__ void k_probe_check(const float *out, const float *ref, long long n, uint64_t key, ar_probe *pr,
+                                     unsigned int call) {
+  uint64_t h;
+  const long long p = ar_probe_place(key, n, &h);
+  const float got = out[p], want = ref[p];
+  if (ar_bits(got) != ar_bits(want) && atomicAdd(&pr->bad, 1u) == 0u) {
+    pr->at = p;
+    pr->got = got;
+    pr->want = want;
+    pr->call = call;
+  }
+  if (threadIdx.x == 0) atomicAdd(&pr->probes, 1u);
+}
+
+/* The probes of one perf case, in the rank. */
+typedef struct ar_probes {
+  uint64_t key;       /* from rank 0 */
+  unsigned int calls; /* ops so far, yours and the baseline's */
+  int rank, world;
+  long long n;
+  float *own_in, *ref; /* this rank's input; the reference (n floats, the caller fills it) */
+  ar_probe *dev;       /* [0] yours, [1] the baseline's */
+} ar_probes;
+
+/* 64 bits from the kernel's random source (the time and the pid if it cannot be read). */
+static uint64_t ar_random64(void) {
+  uint64_t x = 0;
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (!f || fread(&x, sizeof x, 1, f) != 1) x = ar_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+  if (f) fclose(f);
+  return x;
+}
+
+/* Collective (every rank, the same tag): rank 0's key, the device tallies and the reference's
+ * memory. own_in: this rank's input, which the probes change. */
+static void ar_probes_begin(mgpu_ctx *ctx, ar_probes *pr, float *own_in, long long n, const char *tag) {
+  memset(pr, 0, sizeof *pr);
+  pr->rank = ctx->rank;
+  pr->world = ctx->world;
+  pr->n = n;
+  pr->own_in = own_in;
+  MGPU_CUDA(cudaMalloc((void **)&pr->ref, sizeof(float) * (size_t)n));
+  MGPU_CUDA(cudaMalloc((void **)&pr->dev, 2 * sizeof(ar_probe)));
+  MGPU_CUDA(cudaMemset(pr->dev, 0, 2 * sizeof(ar_probe)));
+  if (ctx->rank == 0) pr->key = ar_random64();
+  mgpu_share(ctx, tag, &pr->key, sizeof pr->key, 0);
+}
+
+/* The draw for the next op: its key, or 0 when it is not probed. A probed op's deltas go into the
+ * reference on every rank and into the input of the member drawn. */
+static uint64_t ar_probe_before(ar_probes *pr, cudaStream_t stream) {
+  const uint64_t h = ar_mix64(pr->key ^ (uint64_t)++pr->calls);
+  if (h % kProbeEvery != 0) return 0;
+  const int plant = (int)((h >> 16) % (uint64_t)pr->world) == pr->rank;
+  k_probe_plant<<<1, kProbeLanes, 0, stream>>>(pr->own_in, pr->ref, pr->n, h | 1u, plant);
+  AR_KERNEL();
+  return h | 1u;
+}
+
+/* After a probed op (key != 0): `out` against the reference at the places of `key`. */
+static void ar_probe_after(ar_probes *pr, int which, const float *out, uint64_t key, cudaStream_t stream) {
+  if (!key) return;
+  k_probe_check<<<1, kProbeLanes, 0, stream>>>(out, pr->ref, pr->n, key, &pr->dev[which], pr->calls);
+  AR_KERNEL();
+}
+
+/* Once the timed calls are done and the device is idle: the tallies, and the memory freed. */
+static void ar_probes_end(ar_probes *pr, ar_probe host[2]) {
+  MGPU_CUDA(cudaMemcpy(host, pr->dev, 2 * sizeof(ar_probe), cudaMemcpyDeviceToHost));
+  MGPU_CUDA(cudaFree(pr->ref));
+  MGPU_CUDA(cudaFree(pr->dev));
+  pr->ref = NULL;
+  pr->dev = NULL;
+}
+
+/* Both sides: hands the tallies over as "<name>/probes"; in the verifier, a baseline that missed
+ * is a course bug (the run stops), and what yours missed goes into *r (checked, bad, the message
+ * when it has none). what: the output probed ("out", "residual_out"); sum: what it should hold. */
+static void ar_probes_verdict(mgpu_ctx *ctx, const char *name, const char *case_name, ar_probe probes[2],
+                              const char *what, const char *sum, mgpu_result *r) {
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s/probes", name);
+  mgpu_hand_over(ctx, tag, probes, 2 * sizeof(ar_probe));
+  if (!mgpu_verifies(ctx)) return;
+  if (probes[1].bad) {
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "a probe of the timed calls found the baseline's %s[%lld] = %.9g where the reference says %.9g (op %u, "
+             "%u probed calls): the probe is wrong, not your code (a course bug)",
+             what, probes[1].at, (double)probes[1].got, (double)probes[1].want, probes[1].call, probes[1].probes);
+    mgpu_fail("driver", "probe", __FILE__, __LINE__, 0, msg);
+  }
+  r->checked += (long long)probes[0].probes * kProbeLanes;
+  if (!probes[0].bad) return;
+  r->bad += probes[0].bad;
+  if (r->msg[0]) return;
+  char shown[48];
+  ar_fmt_float(shown, sizeof shown, ar_bits(probes[0].got));
+  snprintf(r->msg, sizeof r->msg,
+           "timing %s: a timed call left %s[%lld] = %s where %s was %.9g (op %u; %u wrong of the places probed in %u "
+           "timed calls). Before some timed calls the driver changes one member's input at a few places, and only "
+           "that member knows: every call must read every member's current input and write all of %s, even when it "
+           "already holds a result",
+           case_name, what, probes[0].at, shown, sum, (double)probes[0].want, probes[0].call, probes[0].bad,
+           probes[0].probes, what);
+}
+
 typedef struct ar_perf {
   ar_state *s;
   ar_view v;
@@ -959,19 +1102,24 @@ typedef struct ar_perf {
   long long n;
   unsigned int epoch;
   ncclComm_t comm;
+  ar_probes pr;
 } ar_perf;
 
 static void op_yours(void *arg, int iter, cudaStream_t stream) {
   ar_perf *p = (ar_perf *)arg;
   (void)iter;
+  const uint64_t k = ar_probe_before(&p->pr, stream);
   learner_call(&p->v, p->out, p->n, ++p->epoch, stream);
   ar_expect_no_pending_error();
+  ar_probe_after(&p->pr, 0, p->out, k, stream);
 }
 
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   ar_perf *p = (ar_perf *)arg;
   (void)iter;
+  const uint64_t k = ar_probe_before(&p->pr, stream);
   MGPU_NCCL_OWN(ncclAllReduce(p->in, p->out, (size_t)p->n, ncclFloat, ncclSum, p->comm, stream));
+  ar_probe_after(&p->pr, 1, p->out, k, stream);
 }
 
 /* NCCL refuses two ranks on one GPU: timing needs a GPU per rank. */
@@ -1004,6 +1152,8 @@ static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tal
   snprintf(name, sizeof name, "after-timing/%s", c->name);
   ar_perf p;
   memset(&p, 0, sizeof p);
+  ar_probe probes[2];
+  memset(probes, 0, sizeof probes);
   mgpu_buf out;
   memset(&out, 0, sizeof out);
   if (mgpu_computes(ctx)) {
@@ -1019,6 +1169,11 @@ static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tal
     p.in = ar_in(s, ctx->rank);
     p.n = n;
     p.comm = comm;
+    /* The probes' reference: NCCL's sum of the inputs the timed calls start from. */
+    snprintf(tag, sizeof tag, "m6-probe-key/%s", c->name);
+    ar_probes_begin(ctx, &p.pr, ar_in(s, ctx->rank), n, tag);
+    MGPU_NCCL_OWN(ncclAllReduce(p.in, p.pr.ref, (size_t)n, ncclFloat, ncclSum, comm, s->stream));
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
     mgpu_timing tm;
     memset(&tm, 0, sizeof tm);
     tm.case_name = c->name;
@@ -1028,6 +1183,268 @@ static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tal
     mgpu_time_pair(ctx, &tm, op_yours, &p, op_nccl, &p, s->stream);
     ar_wait(s, &t, n);
     MGPU_CUDA(cudaDeviceSynchronize());
+    ar_probes_end(&p.pr, probes);
+    mgpu_barrier(ctx, "m6-perf-timed");
+
+    /* New data over the timed buffers, the epoch count going on from the timed calls. */
+    k_fill_f32<<<ar_grid(n), 256, 0, s->stream>>>(ar_in(s, ctx->rank), n, ar_marker(p.epoch));
+    MGPU_KERNEL();
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
+    mgpu_barrier(ctx, "m6-perf-after");
+  }
+  snprintf(tag, sizeof tag, "%s/epoch", name);
+  mgpu_hand_over(ctx, tag, &p.epoch, sizeof p.epoch);
+  ar_tally a;
+  ar_tally_init(&a, n);
+  const int sess = ++s->sessions;
+  ar_run_epochs(s, &t, &v, &out, n, 1, epochs_for(n), sess * 1000, 1, &a, name);
+  long long hits = 0;
+  if (mgpu_computes(ctx)) hits = mgpu_guard_hits(&out);
+  snprintf(tag, sizeof tag, "%s/guards", name);
+  mgpu_hand_over(ctx, tag, &hits, sizeof hits);
+  if (mgpu_verifies(ctx)) {
+    a.r.n = n;
+    a.r.guard_hits = hits;
+    ar_explain(ctx, &t, n, &a);
+    mgpu_record_case(name, &a.r, 0);
+  }
+  if (mgpu_computes(ctx)) mgpu_free(&out);
+}
+
+/* ---- timing ------------------------------------------------------------------------------------ */
+
+/* Probes of the timed calls. Between timed calls neither the inputs nor `out` change, so an op
+ * that skipped its work whenever `out` held no poison (or whenever its own input had not
+ * changed) would be right at every check and fast when timed. About one call in kProbeEvery (a
+ * draw every rank makes alike from a key rank 0 hands out), yours and NCCL's alike: before the
+ * call, one member drawn at random adds a small integer to its input at kProbeLanes random
+ * places, and every rank adds the same to its reference (NCCL's sum of the starting inputs);
+ * after it, out must equal the reference there. Only that member's input changed, so a rank
+ * that looks only at its own memory cannot tell that this call counts. Two small kernels on the
+ * stream per probed call, about 4 us every kProbeEvery calls, on both sides of the ratio. */
+enum { kProbeEvery = 16, kProbeLanes = 32 };
+
+typedef struct ar_probe {
+  unsigned int bad, probes, call, pad;
+  long long at;
+  float got, want;
+} ar_probe;
+
+static __device__ __forceinline__ long long ar_probe_place(uint64_t key, long long n, uint64_t *h) {
+  *h = ar_mix64(key ^ (0x70726f6265ULL + threadIdx.x));
+  return (long long)(*h % (uint64_t)n);
+}
+
+/* Before a probed call (one warp): the reference, and the planting member's input, get the same
+ * deltas at the same places (a place drawn twice takes one lane's delta). */
+static __global__ void k_probe_plant(float *in, float *ref, long long n, uint64_t key, int plant) {
+  uint64_t h;
+  const long long p = ar_probe_place(key, n, &h);
+  const unsigned int same = __match_any_sync(0xffffffffu, (unsigned long long)p);
+  if ((int)threadIdx.x != __ffs(same) - 1) return;
+  const float d = (float)(1 + (int)((h >> 40) & 63u)) * (((h >> 47) & 1u) ? -1.0f : 1.0f);
+  ref[p] += d;
+  if (plant) in[p] += d;
+}
+
+/* After it: out at those places against the reference; the first miss is kept. */
+static __global__ void k_probe_check(const float *out, const float *ref, long long n, uint64_t key, ar_probe *pr,
+                                     unsigned int call) {
+  uint64_t h;
+  const long long p = ar_probe_place(key, n, &h);
+  const float got = out[p], want = ref[p];
+  if (ar_bits(got) != ar_bits(want) && atomicAdd(&pr->bad, 1u) == 0u) {
+    pr->at = p;
+    pr->got = got;
+    pr->want = want;
+    pr->call = call;
+  }
+  if (threadIdx.x == 0) atomicAdd(&pr->probes, 1u);
+}
+
+/* The probes of one perf case, in the rank. */
+typedef struct ar_probes {
+  uint64_t key;       /* from rank 0 */
+  unsigned int calls; /* ops so far, yours and the baseline's */
+  int rank, world;
+  long long n;
+  float *own_in, *ref; /* this rank's input; the reference (n floats, the caller fills it) */
+  ar_probe *dev;       /* [0] yours, [1] the baseline's */
+} ar_probes;
+
+/* 64 bits from the kernel's random source (the time and the pid if it cannot be read). */
+static uint64_t ar_random64(void) {
+  uint64_t x = 0;
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (!f || fread(&x, sizeof x, 1, f) != 1) x = ar_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+  if (f) fclose(f);
+  return x;
+}
+
+/* Collective (every rank, the same tag): rank 0's key, the device tallies and the reference's
+ * memory. own_in: this rank's input, which the probes change. */
+static void ar_probes_begin(mgpu_ctx *ctx, ar_probes *pr, float *own_in, long long n, const char *tag) {
+  memset(pr, 0, sizeof *pr);
+  pr->rank = ctx->rank;
+  pr->world = ctx->world;
+  pr->n = n;
+  pr->own_in = own_in;
+  MGPU_CUDA(cudaMalloc((void **)&pr->ref, sizeof(float) * (size_t)n));
+  MGPU_CUDA(cudaMalloc((void **)&pr->dev, 2 * sizeof(ar_probe)));
+  MGPU_CUDA(cudaMemset(pr->dev, 0, 2 * sizeof(ar_probe)));
+  if (ctx->rank == 0) pr->key = ar_random64();
+  mgpu_share(ctx, tag, &pr->key, sizeof pr->key, 0);
+}
+
+/* The draw for the next op: its key, or 0 when it is not probed. A probed op's deltas go into the
+ * reference on every rank and into the input of the member drawn. */
+static uint64_t ar_probe_before(ar_probes *pr, cudaStream_t stream) {
+  const uint64_t h = ar_mix64(pr->key ^ (uint64_t)++pr->calls);
+  if (h % kProbeEvery != 0) return 0;
+  const int plant = (int)((h >> 16) % (uint64_t)pr->world) == pr->rank;
+  k_probe_plant<<<1, kProbeLanes, 0, stream>>>(pr->own_in, pr->ref, pr->n, h | 1u, plant);
+  AR_KERNEL();
+  return h | 1u;
+}
+
+/* After a probed op (key != 0): `out` against the reference at the places of `key`. */
+static void ar_probe_after(ar_probes *pr, int which, const float *out, uint64_t key, cudaStream_t stream) {
+  if (!key) return;
+  k_probe_check<<<1, kProbeLanes, 0, stream>>>(out, pr->ref, pr->n, key, &pr->dev[which], pr->calls);
+  AR_KERNEL();
+}
+
+/* Once the timed calls are done and the device is idle: the tallies, and the memory freed. */
+static void ar_probes_end(ar_probes *pr, ar_probe host[2]) {
+  MGPU_CUDA(cudaMemcpy(host, pr->dev, 2 * sizeof(ar_probe), cudaMemcpyDeviceToHost));
+  MGPU_CUDA(cudaFree(pr->ref));
+  MGPU_CUDA(cudaFree(pr->dev));
+  pr->ref = NULL;
+  pr->dev = NULL;
+}
+
+/* Both sides: hands the tallies over as "<name>/probes"; in the verifier, a baseline that missed
+ * is a course bug (the run stops), and what yours missed goes into *r (checked, bad, the message
+ * when it has none). what: the output probed ("out", "residual_out"); sum: what it should hold. */
+static void ar_probes_verdict(mgpu_ctx *ctx, const char *name, const char *case_name, ar_probe probes[2],
+                              const char *what, const char *sum, mgpu_result *r) {
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s/probes", name);
+  mgpu_hand_over(ctx, tag, probes, 2 * sizeof(ar_probe));
+  if (!mgpu_verifies(ctx)) return;
+  if (probes[1].bad) {
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "a probe of the timed calls found the baseline's %s[%lld] = %.9g where the reference says %.9g (op %u, "
+             "%u probed calls): the probe is wrong, not your code (a course bug)",
+             what, probes[1].at, (double)probes[1].got, (double)probes[1].want, probes[1].call, probes[1].probes);
+    mgpu_fail("driver", "probe", __FILE__, __LINE__, 0, msg);
+  }
+  r->checked += (long long)probes[0].probes * kProbeLanes;
+  if (!probes[0].bad) return;
+  r->bad += probes[0].bad;
+  if (r->msg[0]) return;
+  char shown[48];
+  ar_fmt_float(shown, sizeof shown, ar_bits(probes[0].got));
+  snprintf(r->msg, sizeof r->msg,
+           "timing %s: a timed call left %s[%lld] = %s where %s was %.9g (op %u; %u wrong of the places probed in %u "
+           "timed calls). Before some timed calls the driver changes one member's input at a few places, and only "
+           "that member knows: every call must read every member's current input and write all of %s, even when it "
+           "already holds a result",
+           case_name, what, probes[0].at, shown, sum, (double)probes[0].want, probes[0].call, probes[0].bad,
+           probes[0].probes, what);
+}
+
+typedef struct ar_perf {
+  ar_state *s;
+  ar_view v;
+  float *out;
+  const float *in;
+  long long n;
+  unsigned int epoch;
+  ncclComm_t comm;
+  ar_probes pr;
+} ar_perf;
+
+static void op_yours(void *arg, int iter, cudaStream_t stream) {
+  ar_perf *p = (ar_perf *)arg;
+  (void)iter;
+  const uint64_t k = ar_probe_before(&p->pr, stream);
+  learner_call(&p->v, p->out, p->n, ++p->epoch, stream);
+  ar_expect_no_pending_error();
+  ar_probe_after(&p->pr, 0, p->out, k, stream);
+}
+
+static void op_nccl(void *arg, int iter, cudaStream_t stream) {
+  ar_perf *p = (ar_perf *)arg;
+  (void)iter;
+  const uint64_t k = ar_probe_before(&p->pr, stream);
+  MGPU_NCCL_OWN(ncclAllReduce(p->in, p->out, (size_t)p->n, ncclFloat, ncclSum, p->comm, stream));
+  ar_probe_after(&p->pr, 1, p->out, k, stream);
+}
+
+/* NCCL refuses two ranks on one GPU: timing needs a GPU per rank. */
+static void ar_require_distinct_gpus(mgpu_ctx *ctx) {
+  cudaDeviceProp prop;
+  MGPU_CUDA(cudaGetDeviceProperties(&prop, ctx->device));
+  for (int r = 0; r < ctx->world; r++) {
+    char theirs[16];
+    memcpy(theirs, prop.uuid.bytes, 16);
+    mgpu_share(ctx, "m6-uuid", theirs, sizeof theirs, r);
+    if (r != ctx->rank && memcmp(theirs, prop.uuid.bytes, 16) == 0) {
+      char msg[200];
+      snprintf(msg, sizeof msg,
+               "ranks %d and %d share one GPU: the baseline (NCCL) needs a GPU per rank; run the check with --no-perf", r,
+               ctx->rank);
+      mgpu_fail("driver", "timing", __FILE__, __LINE__, 0, msg);
+    }
+  }
+}
+
+/* One perf case (rank: timed, then kAfterTimingEpochs more epochs checked). Hand-overs:
+ * "after-timing/<case>/epoch" (the last epoch the timed calls used), the epochs'
+ * "after-timing/<case>/<j>", then "after-timing/<case>/guards". The verifier adds them to *after. */
+static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tally *after) {
+  mgpu_ctx *ctx = s->ctx;
+  const long long n = c->n;
+  const ar_team t = ar_make_team(ctx, "all");
+  const int sess = ++s->sessions;
+  char name[96], tag[128];
+  snprintf(name, sizeof name, "after-timing/%s", c->name);
+  ar_perf p;
+  memset(&p, 0, sizeof p);
+  ar_probe probes[2];
+  memset(probes, 0, sizeof probes);
+  mgpu_buf out;
+  memset(&out, 0, sizeof out);
+  if (mgpu_computes(ctx)) {
+    ar_begin_session(s, &t, n);
+    out = mgpu_alloc(sizeof(float) * (size_t)n, ctx->device);
+    mgpu_fill_fine_f32(ar_in(s, ctx->rank), n, ctx->seed, ctx->rank, sess * 1000, s->stream);
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
+    mgpu_barrier(ctx, "m6-perf-filled");
+
+    p.s = s;
+    p.v = ar_view_for(s, &t);
+    p.out = (float *)out.ptr;
+    p.in = ar_in(s, ctx->rank);
+    p.n = n;
+    p.comm = comm;
+    /* The probes' reference: NCCL's sum of the inputs the timed calls start from. */
+    snprintf(tag, sizeof tag, "m6-probe-key/%s", c->name);
+    ar_probes_begin(ctx, &p.pr, ar_in(s, ctx->rank), n, tag);
+    MGPU_NCCL_OWN(ncclAllReduce(p.in, p.pr.ref, (size_t)n, ncclFloat, ncclSum, comm, s->stream));
+    MGPU_CUDA(cudaStreamSynchronize(s->stream));
+    mgpu_timing tm;
+    memset(&tm, 0, sizeof tm);
+    tm.case_name = c->name;
+    tm.bytes = (double)n * sizeof(float);
+    tm.factor = 1.0;
+    tm.metric = "time";
+    mgpu_time_pair(ctx, &tm, op_yours, &p, op_nccl, &p, s->stream);
+    ar_wait(s, &t, n);
+    MGPU_CUDA(cudaDeviceSynchronize());
+    ar_probes_end(&p.pr, probes);
     mgpu_barrier(ctx, "m6-perf-timed");
 
     /* New data over the timed buffers, the epoch count going on from the timed calls. */
@@ -1058,6 +1475,7 @@ static void ar_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, ar_tal
       snprintf(after->r.msg, sizeof after->r.msg, "after timing %s (epochs %u..): %.400s", c->name, p.epoch + 1, a.r.msg);
     }
   }
+  ar_probes_verdict(ctx, name, c->name, probes, "out", "the sum of the inputs", &after->r);
   if (mgpu_computes(ctx)) mgpu_free(&out);
 }
 
