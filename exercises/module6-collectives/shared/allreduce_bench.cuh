@@ -59,7 +59,9 @@
  * ncclAllReduce (sum, fp32, a communicator of all ranks, the same input and output buffers) with
  * mgpu_time_pair, metric "time". After each size, kAfterTimingEpochs more epochs with new data,
  * continuing the epoch count of the timed calls, are checked into the case "after-timing" (the
- * rank hands over how many epochs the timed calls used, then the snapshots, as above).
+ * rank hands over how many epochs the timed calls used, then the snapshots, as above). About one
+ * timed call in 16, yours and NCCL's, is probed (ar_probes_*, below): one member changes its
+ * input at 32 places before it, and out must follow; the tallies go to "after-timing" too.
  *
  * The rank (mgpu_computes) does everything on the GPU; the verifier (mgpu_verifies, built with
  * -DMGPU_VERIFIER, no GPU) walks the same sessions without a CUDA call, receives, compares and
