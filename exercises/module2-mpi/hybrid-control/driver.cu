@@ -28,7 +28,7 @@
  *     One-sided and neighbourhood MPI calls, which the wrappers do not see, are forbidden.
  *   - at the end, the running total (every received entry added up, kSteps steps) must equal
  *     the sum of the previous rank's messages truncated at each step's largest count, exactly
- *     (integer-valued floats: exact in any order). When it does not, the driver tries every
+ *     (fine exact values, multiples of 1/64: exact in any order). When it does not, the driver tries every
  *     rank as the sender and says whose messages the total matches.
  *   - after each step, the entries of recv past the count the step returned must still hold
  *     the poison: NCCL moves exactly the agreed count (moving the whole cap gives the same
@@ -361,7 +361,7 @@ extern "C" void hyb_produce(const hyb_state *h, int step, cudaStream_t stream) {
     mgpu_fail("learner", "hyb_produce", __FILE__, __LINE__, step, "step out of range");
   if (h->priv->delay_ns) mgpu_delay(stream, h->priv->delay_ns);
   /* The message: this rank's exact values of the step (the harness's generator), ... */
-  mgpu_fill_exact_f32(h->send, h->cap, h->priv->seed, h->rank, h->priv->iter[step], stream);
+  mgpu_fill_fine_f32(h->send, h->cap, h->priv->seed, h->rank, h->priv->iter[step], stream);
   /* ... cut at the count the GPU decides. */
   count_kernel<<<grid_for(h->cap), kThreads, 0, stream>>>(h->send, h->count_dev, h->cap,
                                                           h->priv->ckey, h->rank, step);
@@ -392,7 +392,7 @@ static void expected_total(double *want, const mgpu_ctx *ctx, int ci, int from, 
     const int cnt = step_count(ckey, from, t, cap);
     const int upto = cnt < agreed[t] ? cnt : agreed[t];
     const uint64_t key = mgpu_exact_key(ctx->seed, from, data_iter(ci, t));
-    for (i = 0; i < upto; i++) want[i] += mgpu_exact_value_k(key, i);
+    for (i = 0; i < upto; i++) want[i] += mgpu_fine_value_k(key, i);
   }
 }
 

@@ -12,7 +12,7 @@
  * rank and this rank's GPU; if not, every case fails with the reason and no NCCL work is run.
  *
  * Correctness, per case (n = floats per rank; odd sizes and a prime), kRounds rounds with
- * fresh data (integer-valued floats from the harness's exact generator: every sum is exact in
+ * fresh data (fine exact values from the harness, multiples of 1/64: every sum is exact in
  * any order, so the comparison is exact), three parts per round:
  *   (a) MPI: recv poisoned, send filled with STALE values and the stream drained; all ranks
  *       meet; then a kDelayUs spin kernel and the fill of send with the round's data are
@@ -176,7 +176,7 @@ enum { kPartMPI = 0, kPartNCCL = 1, kPartChain = 2, kStaleMPI = 3 };
  * uses either (data_iter stays below 64 x 64 with fewer than 64 cases). */
 enum { kTimedIter = 5000, kAfterTimingIter = 6000 };
 
-/* want[i] = scale * sum over ranks of mgpu_exact_value(seed, r, iter, i): exact in float.
+/* want[i] = scale * sum over ranks of mgpu_fine_value(seed, r, iter, i): exact in float.
  * Only where the checks are made: a split rank cannot make another rank's inputs. */
 static void host_sum(float *want, const mgpu_ctx *ctx, int iter, long long n, float scale) {
   long long i;
@@ -184,7 +184,7 @@ static void host_sum(float *want, const mgpu_ctx *ctx, int iter, long long n, fl
   for (i = 0; i < n; i++) want[i] = 0.0f;
   for (r = 0; r < ctx->world; r++) {
     const uint64_t key = mgpu_exact_key(ctx->seed, r, iter);
-    for (i = 0; i < n; i++) want[i] += mgpu_exact_value_k(key, i);
+    for (i = 0; i < n; i++) want[i] += mgpu_fine_value_k(key, i);
   }
   if (scale != 1.0f)
     for (i = 0; i < n; i++) want[i] *= scale;
@@ -440,12 +440,12 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
     /* (a) MPI on device buffers whose data is still being written on the stream. */
     if (mgpu_computes(ctx)) {
       mgpu_poison(&recv, s);
-      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+      mgpu_fill_fine_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
                           data_iter(ci, round, kStaleMPI), s);
       MGPU_CUDA(cudaStreamSynchronize(s));
       MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
       delay(s);
-      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+      mgpu_fill_fine_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
                           data_iter(ci, round, kPartMPI), s);
       sum_watch_on(send.ptr, recv.ptr, n, ctx->world);
       MGPU_LEARNER(mpi_sum((const float *)send.ptr, (float *)recv.ptr, (size_t)n, s, comm));
@@ -467,7 +467,7 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
       MGPU_CUDA(cudaStreamSynchronize(s));
       MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
       delay(s);
-      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+      mgpu_fill_fine_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
                           data_iter(ci, round, kPartNCCL), s);
       MGPU_LEARNER(nccl_sum(nc, (const float *)send.ptr, (float *)recv.ptr, (size_t)n, s));
       collective_watch(ctx, s, "nccl_sum");
@@ -486,7 +486,7 @@ static void run_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, int us
       MGPU_CUDA(cudaStreamSynchronize(s));
       MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
       delay(s);
-      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
+      mgpu_fill_fine_f32((float *)send.ptr, n, ctx->seed, ctx->rank,
                           data_iter(ci, round, kPartChain), s);
       MGPU_LEARNER(nccl_sum(nc, (const float *)send.ptr, (float *)mid.ptr, (size_t)n, s));
       sum_watch_on(mid.ptr, recv.ptr, n, ctx->world);
@@ -652,7 +652,7 @@ static void check_after_timing(mgpu_ctx *ctx, int pi, int nccl_case, perf_bufs *
   }
 
   if (mgpu_computes(ctx)) {
-    mgpu_fill_exact_f32((float *)b->send.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter + pi, s);
+    mgpu_fill_fine_f32((float *)b->send.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter + pi, s);
     mgpu_poison(&b->recv, s);
     MGPU_CUDA(cudaStreamSynchronize(s));
     MGPU_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -720,8 +720,8 @@ static void run_perf(mgpu_ctx *ctx, int pi, MPI_Comm comm, MPI_Comm base_comm, n
   b.recv = mgpu_alloc(bytes, ctx->device);
   MGPU_CUDA(cudaMalloc((void **)&b.bsend, bytes));
   MGPU_CUDA(cudaMalloc((void **)&b.brecv, bytes));
-  mgpu_fill_exact_f32((float *)b.send.ptr, n, ctx->seed, ctx->rank, kTimedIter + pi, s);
-  mgpu_fill_exact_f32(b.bsend, n, ctx->seed, ctx->rank, kTimedIter + pi, s);
+  mgpu_fill_fine_f32((float *)b.send.ptr, n, ctx->seed, ctx->rank, kTimedIter + pi, s);
+  mgpu_fill_fine_f32(b.bsend, n, ctx->seed, ctx->rank, kTimedIter + pi, s);
   MGPU_CUDA(cudaStreamSynchronize(s));
 
   /* Warm-up (NCCL's and MPI's first-use costs), then one timed operation of each decides how

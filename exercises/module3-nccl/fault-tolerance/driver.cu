@@ -86,7 +86,7 @@ static void host_sum(float *want, uint64_t seed, int world, long long n) {
   for (i = 0; i < n; i++) want[i] = 0.0f;
   for (r = 0; r < world; r++) {
     uint64_t key = mgpu_exact_key(seed, r, 0);
-    for (i = 0; i < n; i++) want[i] += mgpu_exact_value_k(key, i);
+    for (i = 0; i < n; i++) want[i] += mgpu_fine_value_k(key, i);
   }
 }
 
@@ -99,7 +99,7 @@ static int run_healthy(const mgpu_ctx *ctx, const char *name, long long n, ncclC
   long long i;
 
   mgpu_poison(recv, stream);
-  mgpu_fill_exact_f32((float *)send->ptr, n, ctx->seed, ctx->rank, 0, stream);
+  mgpu_fill_fine_f32((float *)send->ptr, n, ctx->seed, ctx->rank, 0, stream);
   MGPU_CUDA(cudaStreamSynchronize(stream));
   st = ft_allreduce_loop(comm, (const float *)send->ptr, (float *)recv->ptr, (size_t)n,
                          kHealthyIters, kHealthyTimeoutMs, stream, &done);
@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
     fail_case("fault", n_fault, msg);
     (void)ncclCommAbort(comm);
   } else {
-    mgpu_fill_exact_f32((float *)send.ptr, n_fault, ctx.seed, ctx.rank, 1, stream);
+    mgpu_fill_fine_f32((float *)send.ptr, n_fault, ctx.seed, ctx.rank, 1, stream);
     MGPU_CUDA(cudaStreamSynchronize(stream));
     run_fault(&ctx, "fault", n_fault, comm, victim, after_ms, &send, &recv, stream);
   }

@@ -93,7 +93,7 @@ enum { kTimedIt = 0, kAfterTimingIt = 100 }; /* correctness uses iterations 0 an
 static void fill_inputs(const mgpu_ctx *ctx, batch *b, int it, cudaStream_t stream) {
   int k;
   for (k = 0; k < b->count; k++)
-    mgpu_fill_exact_f32((float *)b->send[k].ptr, (long long)b->n[k], ctx->seed, ctx->rank,
+    mgpu_fill_fine_f32((float *)b->send[k].ptr, (long long)b->n[k], ctx->seed, ctx->rank,
                         data_iter(it, k), stream);
 }
 
@@ -117,7 +117,7 @@ static void compare(mgpu_ctx *ctx, const batch *b, int it, const char *tag, floa
     for (i = 0; i < nk; i++) want[i] = 0.0f;
     for (rr = 0; rr < ctx->world; rr++) {
       uint64_t key = mgpu_exact_key(ctx->seed, rr, data_iter(it, k));
-      for (i = 0; i < nk; i++) want[i] += mgpu_exact_value_k(key, i);
+      for (i = 0; i < nk; i++) want[i] += mgpu_fine_value_k(key, i);
     }
     for (i = 0; i < nk; i++) mgpu_result_add(r, base + i, host[i], want[i], 0.0);
     base += nk;

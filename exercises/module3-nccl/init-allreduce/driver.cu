@@ -27,14 +27,14 @@
 
 enum { kIterations = 2 };
 
-/* want[i] = sum over ranks r of mgpu_exact_value(seed, r, iter, i). Exact in float in any order. */
+/* want[i] = sum over ranks r of mgpu_fine_value(seed, r, iter, i). Exact in float in any order. */
 static void host_sum(float *want, uint64_t seed, int world, int iter, long long n) {
   long long i;
   int r;
   for (i = 0; i < n; i++) want[i] = 0.0f;
   for (r = 0; r < world; r++) {
     uint64_t key = mgpu_exact_key(seed, r, iter);
-    for (i = 0; i < n; i++) want[i] += mgpu_exact_value_k(key, i);
+    for (i = 0; i < n; i++) want[i] += mgpu_fine_value_k(key, i);
   }
 }
 
@@ -113,7 +113,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStr
   for (iter = 0; iter < kIterations; iter++) {
     if (mgpu_computes(ctx)) {
       if (!inplace) mgpu_poison(&recv, stream);
-      mgpu_fill_exact_f32((float *)send.ptr, n, ctx->seed, ctx->rank, iter, stream);
+      mgpu_fill_fine_f32((float *)send.ptr, n, ctx->seed, ctx->rank, iter, stream);
       MGPU_LEARNER(allreduce_sum(comm, (const float *)send.ptr, (float *)recv.ptr, (size_t)n,
                                  stream));
     }

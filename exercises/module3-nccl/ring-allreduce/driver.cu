@@ -115,7 +115,7 @@ static void expect_sum(const mgpu_ctx *ctx, long long n, int it, ring_check *k) 
     uint64_t key = mgpu_exact_key(ctx->seed, rr, it);
     float *dst = rr == ctx->rank ? k->mine : NULL;
     for (i = 0; i < n; i++) {
-      float v = mgpu_exact_value_k(key, i);
+      float v = mgpu_fine_value_k(key, i);
       k->want[i] += v;
       if (dst) dst[i] = v;
     }
@@ -149,7 +149,7 @@ static void checked_call(mgpu_ctx *ctx, ring_bufs *b, int it, const char *tag, r
   if (mgpu_computes(ctx)) {
     mgpu_poison(&b->recv, stream);
     mgpu_poison(&b->scratch, stream);
-    mgpu_fill_exact_f32((float *)b->send.ptr, b->n, ctx->seed, ctx->rank, it, stream);
+    mgpu_fill_fine_f32((float *)b->send.ptr, b->n, ctx->seed, ctx->rank, it, stream);
     call_ring(b, stream);
   }
   compare(ctx, b, it, tag, k, r, stream);
@@ -280,7 +280,7 @@ static void run_perf(mgpu_ctx *ctx, const mgpu_case *c, ncclComm_t comm, cudaStr
   base.recv = base_recv.ptr;
   base.n = (size_t)c->n;
   base.comm = comm;
-  mgpu_fill_exact_f32((float *)b.send.ptr, c->n, ctx->seed, ctx->rank, kTimedIter, stream);
+  mgpu_fill_fine_f32((float *)b.send.ptr, c->n, ctx->seed, ctx->rank, kTimedIter, stream);
   MGPU_CUDA(cudaStreamSynchronize(stream));
   memset(&t, 0, sizeof t);
   t.case_name = c->name;

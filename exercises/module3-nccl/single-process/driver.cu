@@ -30,7 +30,7 @@ static void host_sum(float *want, uint64_t seed, int ndev, int iter, long long n
   for (i = 0; i < n; i++) want[i] = 0.0f;
   for (d = 0; d < ndev; d++) {
     uint64_t key = mgpu_exact_key(seed, d, iter);
-    for (i = 0; i < n; i++) want[i] += mgpu_exact_value_k(key, i);
+    for (i = 0; i < n; i++) want[i] += mgpu_fine_value_k(key, i);
   }
 }
 
@@ -84,7 +84,7 @@ static void run_case(const mgpu_ctx *ctx, const mgpu_case *c, int ndev, ncclComm
     for (d = 0; d < ndev; d++) {
       MGPU_CUDA(cudaSetDevice(d));
       mgpu_poison(&recv[d], streams[d]);
-      mgpu_fill_exact_f32(sendp[d], n, ctx->seed, d, iter, streams[d]);
+      mgpu_fill_fine_f32(sendp[d], n, ctx->seed, d, iter, streams[d]);
     }
     allreduce_all(ndev, comms, sendp, recvp, (size_t)n, streams);
     host_sum(want, ctx->seed, ndev, iter, n);

@@ -162,7 +162,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
       /* `mine` is written on the stream, right before the call (and behind the late PE's
        * sleep): work that is not ordered after the stream's earlier work sends the marker. */
       if (npes > 1 && me == late) mgpu_delay(stream, kLateNs);
-      mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, me, it, stream);
+      mgpu_fill_fine_f32((float *)mine.ptr, n, ctx->seed, me, it, stream);
       MGPU_LEARNER(ring_hello((float *)inbox.ptr, (const float *)mine.ptr, (size_t)n, stream));
       MGPU_CUDA(cudaMemcpyAsync(host, inbox.ptr, bytes, cudaMemcpyDeviceToHost, stream));
       MGPU_CUDA(cudaMemcpyAsync(host_mine, mine.ptr, bytes, cudaMemcpyDeviceToHost, stream));
@@ -181,7 +181,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
     const long long bad0 = r.bad, unw0 = r.unwritten;
     const uint64_t want_key = mgpu_exact_key(ctx->seed, prev, it);
     for (long long i = 0; i < n; i++) {
-      const float want = mgpu_exact_value_k(want_key, i);
+      const float want = mgpu_fine_value_k(want_key, i);
       const long long before = r.bad;
       mgpu_result_add(&r, i, host[i], want, 0.0);
       if (is_marker(host[i])) {
@@ -190,7 +190,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
       }
       if (r.bad != before) { /* whose data is it? (values collide 1 in 129: count, keep the most) */
         for (int s = 0; s < npes; s++)
-          if (s != prev && mgpu_exact_value(ctx->seed, s, it, i) == host[i]) from[s]++;
+          if (s != prev && mgpu_fine_value(ctx->seed, s, it, i) == host[i]) from[s]++;
       }
     }
     if ((r.bad != bad0 || r.unwritten != unw0) && first_bad_it < 0) {
@@ -201,7 +201,7 @@ static void run_case(mgpu_ctx *ctx, const mgpu_case *c, cudaStream_t stream) {
 
     /* `mine` is an input: it must come back as the driver wrote it. */
     const uint64_t mine_key = mgpu_exact_key(ctx->seed, me, it);
-    for (long long i = 0; i < n; i++) mine_changed += host_mine[i] != mgpu_exact_value_k(mine_key, i);
+    for (long long i = 0; i < n; i++) mine_changed += host_mine[i] != mgpu_fine_value_k(mine_key, i);
   }
   r.guard_hits = guard_hits;
 

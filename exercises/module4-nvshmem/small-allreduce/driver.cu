@@ -8,7 +8,7 @@
  * symmetric heap (nvshmem_ptr) and the PEs agree before the first call.
  *
  * Correctness, per case (n = floats per PE): kCalls calls queued back to back on the stream,
- * each with its own input (exact integer values of (seed, PE, case, call)) and its own output
+ * each with its own input (fine exact values of (seed, PE, case, call)) and its own output
  * (poisoned, guarded); the driver synchronizes only after the last one. Around the calls it
  * pushes the PEs apart on purpose, a different PE each call:
  *   - one PE starts the call 1 ms late (a sleeping kernel first on its stream): the others'
@@ -169,7 +169,7 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
     for (int k = 0; k < kCalls; k++) {
       in[k] = mgpu_alloc(bytes, ctx->device);
       out[k] = mgpu_alloc(bytes, ctx->device);
-      mgpu_fill_exact_f32((float *)in[k].ptr, n, ctx->seed, me, data_iter(case_index, k), stream);
+      mgpu_fill_fine_f32((float *)in[k].ptr, n, ctx->seed, me, data_iter(case_index, k), stream);
     }
     MGPU_CUDA(cudaStreamSynchronize(stream));
     mgpu_barrier(ctx, "case-start"); /* the pushes apart below are relative to a common start */
@@ -208,7 +208,7 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
     for (int k = 0; k < kCalls; k++)
       for (long long i = 0; i < n; i++) {
         float s = 0.0f;
-        for (int p = 0; p < npes; p++) s += mgpu_exact_value_k(keys[p * kCalls + k], i);
+        for (int p = 0; p < npes; p++) s += mgpu_fine_value_k(keys[p * kCalls + k], i);
         want[(size_t)k * n + i] = s;
       }
   }
@@ -234,10 +234,10 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
           if (j != k && host[i] == want[(size_t)j * n + i]) d.stale[j]++;
         for (int p = 0; p < npes; p++) {
           if (p == me) continue;
-          const float without_p = w[i] - mgpu_exact_value_k(keys[p * kCalls + k], i);
+          const float without_p = w[i] - mgpu_fine_value_k(keys[p * kCalls + k], i);
           if (host[i] == without_p) d.missing[p]++;
           for (int j = 0; j < kCalls; j++)
-            if (j != k && host[i] == without_p + mgpu_exact_value_k(keys[p * kCalls + j], i))
+            if (j != k && host[i] == without_p + mgpu_fine_value_k(keys[p * kCalls + j], i))
               d.other_call[p * kCalls + j]++;
         }
       }
@@ -247,7 +247,7 @@ static void run_case(mgpu_ctx *ctx, allreduce *ar, int case_index, cudaStream_t 
     snprintf(tag, sizeof tag, "%s/%d/in", c->name, k);
     if (mgpu_hand_over(ctx, tag, host, bytes))
       for (long long i = 0; i < n; i++)
-        in_changed += host[i] != mgpu_exact_value_k(keys[me * kCalls + k], i);
+        in_changed += host[i] != mgpu_fine_value_k(keys[me * kCalls + k], i);
   }
   if (mgpu_computes(ctx))
     for (int k = 0; k < kCalls; k++)
@@ -361,7 +361,7 @@ static void exact_sum(const mgpu_ctx *ctx, int iter, long long n, float *want) {
   for (long long i = 0; i < n; i++) want[i] = 0.0f;
   for (int p = 0; p < ctx->world; p++) {
     const uint64_t key = mgpu_exact_key(ctx->seed, p, iter);
-    for (long long i = 0; i < n; i++) want[i] += mgpu_exact_value_k(key, i);
+    for (long long i = 0; i < n; i++) want[i] += mgpu_fine_value_k(key, i);
   }
 }
 
@@ -388,7 +388,7 @@ static void check_after_timing(mgpu_ctx *ctx, timed *t, const char *perf_case,
     last_wrong = compare_out(&r, 0, want, host, n);
   }
   if (mgpu_computes(ctx)) {
-    mgpu_fill_exact_f32((float *)t->in.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter, stream);
+    mgpu_fill_fine_f32((float *)t->in.ptr, n, ctx->seed, ctx->rank, kAfterTimingIter, stream);
     mgpu_poison(&t->out, stream);
     call_small(t, stream);
     finish_or_fail(stream, ctx, "allreduce_small (after timing)");
@@ -404,7 +404,7 @@ static void check_after_timing(mgpu_ctx *ctx, timed *t, const char *perf_case,
   snprintf(tag, sizeof tag, "after-timing/%s/in", perf_case);
   if (mgpu_hand_over(ctx, tag, host, bytes)) {
     const uint64_t mine = mgpu_exact_key(ctx->seed, ctx->rank, kAfterTimingIter);
-    for (long long i = 0; i < n; i++) in_changed += host[i] != mgpu_exact_value_k(mine, i);
+    for (long long i = 0; i < n; i++) in_changed += host[i] != mgpu_fine_value_k(mine, i);
   }
   if (mgpu_computes(ctx)) hits = mgpu_guard_hits(&t->in) + mgpu_guard_hits(&t->out);
   snprintf(tag, sizeof tag, "after-timing/%s/guards", perf_case);
@@ -456,7 +456,7 @@ static void run_perf(mgpu_ctx *ctx, allreduce *ar, const mgpu_case *c, ncclComm_
     t.in = mgpu_alloc(t.n * sizeof(float), ctx->device);
     t.out = mgpu_alloc(t.n * sizeof(float), ctx->device);
     t.nccl_out = mgpu_alloc(t.n * sizeof(float), ctx->device);
-    mgpu_fill_exact_f32((float *)t.in.ptr, c->n, ctx->seed, ctx->rank, kPerfIter, stream);
+    mgpu_fill_fine_f32((float *)t.in.ptr, c->n, ctx->seed, ctx->rank, kPerfIter, stream);
     MGPU_CUDA(cudaStreamSynchronize(stream));
 
     mgpu_timing tm;

@@ -89,7 +89,7 @@ static int compare_epoch(const float *got, long long n, uint64_t want_key, int f
   long long first = -1;
   r->checked += n;
   for (long long i = 0; i < n; i++) {
-    const float w = mgpu_exact_value_k(want_key, i);
+    const float w = mgpu_fine_value_k(want_key, i);
     uint32_t gb, wb;
     memcpy(&gb, &got[i], sizeof gb);
     memcpy(&wb, &w, sizeof wb);
@@ -153,7 +153,7 @@ static void run_case(mgpu_ctx *ctx, const world_maps *m, const mgpu_case *c, uns
         v.inbox[p] = (float *)m->inbox.ptr[p] + k * n;
         v.flags[p] = (unsigned int *)m->flags.ptr[p];
       }
-      mgpu_fill_exact_f32((float *)mine.ptr, n, ctx->seed, ctx->rank, (int)e, stream);
+      mgpu_fill_fine_f32((float *)mine.ptr, n, ctx->seed, ctx->rank, (int)e, stream);
       mgpu_poison(&out, stream);
       MGPU_LEARNER(launch_round(v, (const float *)mine.ptr, (float *)out.ptr, n, e, grid, stream));
       expect_no_pending_error("exchange_tile");

@@ -14,7 +14,7 @@
  *        over a Unix socket), closes its own, calls vmm_import on prev's, closes that one too
  *        (an imported handle keeps the memory alive), and calls add_peer.
  * out is a guarded, poisoned buffer; every element is compared with mine + prev's values,
- * exactly (integers, tolerance 0). A rank's values differ from every other rank's, so reading
+ * exactly (fine exact values, multiples of 1/64; tolerance 0). A rank's values differ from every other rank's, so reading
  * the wrong buffer fails. The rank also reports what the learner's mappings are: the access the
  * imported VMM region gives this rank's GPU (cuMemGetAccess: read/write, as share.h asks), and
  * whether anything is still mapped at a mapping's address after ipc_close or vmm_release
@@ -126,7 +126,7 @@ static void check_sum(mgpu_ctx *ctx, const char *name, const mgpu_buf *out, long
   float *want = (float *)malloc(bytes);
   if (!want) mgpu_fail("driver", "malloc", __FILE__, __LINE__, 0, "out of host memory");
   const uint64_t km = mgpu_exact_key(ctx->seed, ctx->rank, it), kp = mgpu_exact_key(ctx->seed, prev, it);
-  for (long long i = 0; i < n; i++) want[i] = mgpu_exact_value_k(km, i) + mgpu_exact_value_k(kp, i);
+  for (long long i = 0; i < n; i++) want[i] = mgpu_fine_value_k(km, i) + mgpu_fine_value_k(kp, i);
   mgpu_result r;
   mgpu_result_init(&r, n);
   long long own = 0, wrong = 0, poison = 0;
@@ -138,7 +138,7 @@ static void check_sum(mgpu_ctx *ctx, const char *name, const mgpu_buf *out, long
     memcpy(&bits, &got[i], sizeof bits);
     if (bits == 0xFFFFFFFFu)
       poison++;
-    else if (got[i] == 2 * mgpu_exact_value_k(km, i))
+    else if (got[i] == 2 * mgpu_fine_value_k(km, i))
       own++;
   }
   free(got);
@@ -175,7 +175,7 @@ static void run_ipc(mgpu_ctx *ctx, const mgpu_case *c, int it, cudaStream_t stre
   int exported[2] = {0, 0};
   if (mgpu_computes(ctx)) {
     MGPU_CUDA(cudaMalloc((void **)&mine, sizeof(float) * (size_t)n));
-    mgpu_fill_exact_f32(mine, n, ctx->seed, ctx->rank, it, stream);
+    mgpu_fill_fine_f32(mine, n, ctx->seed, ctx->rank, it, stream);
     MGPU_CUDA(cudaStreamSynchronize(stream));
 
     cudaIpcMemHandle_t h;
@@ -288,7 +288,7 @@ static void run_vmm(mgpu_ctx *ctx, const mgpu_cu *cu, const mgpu_case *c, int it
   memset(&out, 0, sizeof out);
   int imported = 0; /* vmm_import gave an address (vmm_release may clear peer later) */
   if (mgpu_computes(ctx)) {
-    mgpu_fill_exact_f32((float *)(uintptr_t)mine.ptr, n, ctx->seed, ctx->rank, it, stream);
+    mgpu_fill_fine_f32((float *)(uintptr_t)mine.ptr, n, ctx->seed, ctx->rank, it, stream);
     MGPU_CUDA(cudaStreamSynchronize(stream));
 
     int *fds = (int *)calloc((size_t)ctx->world, sizeof(int));

@@ -88,7 +88,7 @@ static uint64_t key_of(uint64_t seed, int rank, int iter) {
 
 static float value(uint64_t key, long long i) {
   uint64_t h = mix(key ^ (uint64_t)i);
-  return (float)((int)(((uint64_t)(uint32_t)(h >> 32) * 129u) >> 32) - 64);
+  return (float)((int)(((uint64_t)(uint32_t)(h >> 32) * 129u) >> 32) - 64) + (float)(unsigned)(h & 63u) * 0.015625f;
 }
 
 static const mgpu_ctx *find_ctx(int rank, int world) {
