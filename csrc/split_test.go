@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -339,3 +340,50 @@ h = mgpu_harness.init(default_cases={"a": 4})
 h.note("dumpable=%d" % ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))
 sys.exit(h.finish())
 `
+
+// The Python harness's fine exact values (docs/python-harness.md): the integer of the same hash
+// plus ((x >> 26) & 63) / 64, recomputed here from the 32-bit hash, with values half cannot hold.
+func TestPythonFineExact(t *testing.T) {
+	py, err := filepath.Abs(torchPython(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyDir, _ := filepath.Abs("python")
+	const key = 0x2545F491
+	cmd := exec.Command(py, "-c", fmt.Sprintf(
+		"import mgpu_harness as m\nfor v in m._exact_chunk(0, 256, %d, 'cpu', True).tolist(): print(repr(v))", key))
+	cmd.Env = append(baseEnv(), "PYTHONPATH="+pyDir, "CUDA_VISIBLE_DEVICES=", "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != 256 {
+		t.Fatalf("got %d values, want 256", len(lines))
+	}
+	mul := func(a, b uint32) uint32 { return a * b }
+	notHalf := 0
+	for i, l := range lines {
+		var got float64
+		if _, err := fmt.Sscan(l, &got); err != nil {
+			t.Fatal(err)
+		}
+		x := mul(uint32(i), 0x9E3779B1) + key
+		x ^= x >> 16
+		x = mul(x, 0x85EBCA6B)
+		x ^= x >> 13
+		x = mul(x, 0xC2B2AE35)
+		x ^= x >> 16
+		want := float64(int(x%129)-64) + float64((x>>26)&63)/64
+		if got != want {
+			t.Fatalf("fine value %d = %v, formula says %v", i, got, want)
+		}
+		// half keeps 11 significant bits: v*64 needs more when |v*64| >= 2048 and is odd
+		if m := int64(math.Abs(want * 64)); m >= 2048 && m%2 == 1 {
+			notHalf++
+		}
+	}
+	if notHalf < 256/8 {
+		t.Errorf("only %d of 256 fine values are beyond half precision; want about a quarter", notHalf)
+	}
+}

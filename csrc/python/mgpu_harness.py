@@ -426,7 +426,7 @@ def _mul32(x, c):
     return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _MASK32
 
 
-def _exact_chunk(start, count, key, device):
+def _exact_chunk(start, count, key, device, fine=False):
     i = torch.arange(start, start + count, dtype=torch.int64, device=device) & _MASK32
     x = (_mul32(i, 0x9E3779B1) + key) & _MASK32
     x = x ^ (x >> 16)
@@ -434,7 +434,12 @@ def _exact_chunk(start, count, key, device):
     x = x ^ (x >> 13)
     x = _mul32(x, 0xC2B2AE35)
     x = x ^ (x >> 16)
-    return (x % 129 - 64).to(torch.float32)
+    v = (x % 129 - 64).to(torch.float32)
+    if fine:
+        # A multiple of 1/64 from the hash's top bits: up to 13 significant bits, more than
+        # half (11) or bfloat16 (8) hold; sums of up to 4000 stay exact in float32.
+        v += ((x >> 26) & 63).to(torch.float32) * 0.015625
+    return v
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1807,9 +1812,12 @@ class Harness:
 
     # ---- data ----------------------------------------------------------------------------
 
-    def exact(self, shape, rank=None, iter=0, dtype=torch.float32, device=None, salt=0):
+    def exact(self, shape, rank=None, iter=0, dtype=torch.float32, device=None, salt=0,
+              fine=False):
         """Integer-valued numbers in [-64, 64], a function of (seed, rank, iter, salt, index).
-        Sums of up to 2^17 of them are exact in float32 in any order."""
+        Sums of up to 2^17 of them are exact in float32 in any order. fine=True adds a multiple
+        of 1/64 to each (13 significant bits: data moved or summed in half or bfloat16 shows;
+        sums of up to 4000 are still exact in float32)."""
         if isinstance(shape, int):
             shape = (shape,)
         rank = self.rank if rank is None else rank
@@ -1828,15 +1836,16 @@ class Harness:
         step = _chunk(device)
         for s in range(0, n, step):
             c = min(step, n - s)
-            out[s:s + c] = _exact_chunk(s, c, key, device).to(dtype)
+            out[s:s + c] = _exact_chunk(s, c, key, device, fine).to(dtype)
         return out.view(shape)
 
-    def exact_sum(self, shape, iter=0, ranks=None, dtype=torch.float32, device=None, salt=0):
+    def exact_sum(self, shape, iter=0, ranks=None, dtype=torch.float32, device=None, salt=0,
+                  fine=False):
         """The element-wise sum of exact(shape, r, iter) over ranks (default: all ranks)."""
         ranks = range(self.world) if ranks is None else ranks
         total = None
         for r in ranks:
-            x = self.exact(shape, r, iter, torch.float32, device, salt)
+            x = self.exact(shape, r, iter, torch.float32, device, salt, fine)
             total = x if total is None else total.add_(x)
         if total is None:
             total = torch.zeros(shape, dtype=torch.float32,

@@ -259,7 +259,16 @@ def explain(r, team, n, it, extra=""):
             "driver keeps that stream busy before each call, so such work runs before the "
             "inputs are written and is then overwritten), or a peer's slot read after that "
             "peer had returned (a missing final barrier)" + extra)
-    if r.bad:
+    # Rounding one input of magnitude below 65 to float16 moves it by 1/32 at most, to
+    # bfloat16 by 1/8; a read at the wrong time moves an element by a whole input, almost always.
+    if r.bad and 0 < r.max_abs <= 0.125 * team.size:
+        r.msg_parts.append(
+            f"{r.bad} of {n} elements are within a rounding of the sum over the team's "
+            f"{team.size} ranks, but not it ({where}; largest error {r.max_abs:.3g}): "
+            "the data passed through a type narrower than float32 (float16 or bfloat16 in a "
+            "slot, to move half the bytes?) or was added in one. The inputs have 13 "
+            "significant bits, float16 keeps 11: store, load and add them as float32" + extra)
+    elif r.bad:
         r.msg_parts.append(
             f"{r.bad} of {n} elements are not the sum over the team's {team.size} ranks "
             f"({where}). A value that misses a peer's share, or holds a stale one, comes from "
@@ -314,7 +323,7 @@ for ci, (name, n) in enumerate(h.cases.items()):
         # checked after the last call.
         outs = [None] * REUSE_CALLS
         if h.computes:
-            inps = [h.exact(n, iter=1000 * ci + k) for k in range(REUSE_CALLS)]
+            inps = [h.exact(n, iter=1000 * ci + k, fine=True) for k in range(REUSE_CALLS)]
             outs = [torch.full((n,), NAN, dtype=torch.float32, device=dev)
                     for _ in range(REUSE_CALLS)]
             side = torch.cuda.Stream()
@@ -339,7 +348,7 @@ for ci, (name, n) in enumerate(h.cases.items()):
             out = h.hand_over(f"{name}/{k}/out", outs[k])
             if not h.verifies:
                 continue
-            want = h.exact_sum(n, iter=1000 * ci + k, ranks=team.ranks, device=out.device)
+            want = h.exact_sum(n, iter=1000 * ci + k, ranks=team.ranks, device=out.device, fine=True)
             r = h.compare(out, want)
             if not r.ok():
                 explain(r, team, n, k, extra=(
@@ -365,7 +374,7 @@ for ci, (name, n) in enumerate(h.cases.items()):
             # kernel on another stream reads the previous contents (measured on an H100: with
             # the sleep queued before making the data, the host's own launches used it up and
             # side-stream passed).
-            src = h.exact(n, iter=key)
+            src = h.exact(n, iter=key, fine=True)
             inp = torch.empty_like(src)
             out = torch.empty((n,), dtype=torch.float32, device=dev)
             torch.cuda._sleep(SLEEP_CYCLES)
@@ -376,7 +385,7 @@ for ci, (name, n) in enumerate(h.cases.items()):
         out = h.hand_over(f"{name}/{it}/out", out)
         if not h.verifies:
             continue  # the call is collective: the rank never leaves the loop early
-        want = h.exact_sum(n, iter=key, ranks=team.ranks, device=out.device)
+        want = h.exact_sum(n, iter=key, ranks=team.ranks, device=out.device, fine=True)
         r = h.compare(out, want)
         if not r.ok():
             explain(r, team, n, it)
@@ -449,9 +458,69 @@ if "ordering" in h.cases:
                 if missing else None)
 
 # ---- performance -------------------------------------------------------------------------------
-# After each timed size the rank hands over the last timed `out` and the baseline's
-# ("after-timing/<size>/out", ".../baseline"); the verifier checks both: a wrong `out` fails the
-# case "after-timing", a wrong baseline stops the run (the timing is not trusted).
+# Probes of the timed calls: between them neither `inp` nor `out` changes, so a kernel that
+# skipped its work whenever `out` already held numbers would be right at the one check after
+# timing and fast when timed. About one call in PROBE_EVERY, drawn alike on every rank from a
+# key rank 0 hands out, yours and the baseline's: before it one rank drawn at random adds small
+# integers to its `inp` at PROBE_LANES random places, and every rank adds the same to its
+# reference (the baseline's sum of the starting inputs); after it, `out` must match the
+# reference there. Only the drawn rank's memory changed, so another rank cannot tell that
+# this call counts without asking it. The mismatches are counted on the GPU.
+# After each timed size the inputs are made again, one more call of each side runs untimed
+# (nothing poisoned first), and the rank hands over that `out` and the baseline's
+# ("after-timing/<size>/out", ".../baseline") and the probes' tallies (".../probes"); the
+# verifier checks them: a wrong `out` or a missed probe fails the case "after-timing", a wrong
+# baseline stops the run (the timing is not trusted).
+
+PROBE_EVERY, PROBE_LANES, PROBE_SETS = 16, 32, 64
+_M64 = (1 << 64) - 1
+
+
+def _mix64(x):
+    """splitmix64, on Python ints."""
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+class Probes:
+    def __init__(self, key, n, inp, ref):
+        self.key, self.inp, self.ref, self.calls = key, inp, ref, 0
+        g = torch.Generator()
+        g.manual_seed(key & ((1 << 62) - 1))
+        k = min(PROBE_LANES, n)
+        # Places may repeat within a set: index_add_ adds twice to inp and to ref alike.
+        self.idx = [torch.randint(0, n, (k,), generator=g).to(dev) for _ in range(PROBE_SETS)]
+        self.delta = [((torch.randint(1, 65, (k,), generator=g)) *
+                       (torch.randint(0, 2, (k,), generator=g) * 2 - 1)).to(torch.float32).to(dev)
+                      for _ in range(PROBE_SETS)]
+        self.bad = torch.zeros(2, dtype=torch.int64, device=dev)
+        self.probed = [0, 0]
+
+    def before(self):
+        """The next op's draw: the set it is probed with, or None."""
+        self.calls += 1
+        x = _mix64(self.key ^ self.calls)
+        if x % PROBE_EVERY:
+            return None
+        j = (x >> 8) % PROBE_SETS
+        self.ref.index_add_(0, self.idx[j], self.delta[j])
+        if (x >> 16) % h.world == h.rank:
+            self.inp.index_add_(0, self.idx[j], self.delta[j])
+        return j
+
+    def after(self, j, out, which):
+        if j is None:
+            return
+        i = self.idx[j]
+        self.bad[which] += (out[i] != self.ref[i]).sum()
+        self.probed[which] += 1
+
+    def tallies(self):
+        b = self.bad.tolist()
+        return torch.tensor([b[0], self.probed[0], b[1], self.probed[1]], dtype=torch.int64)
+
 
 AFTER_TIMING = ("after the timed calls `out` does not hold the sum over ranks: every call must "
                 "do the whole all-reduce, repeated calls with the same tensors included")
@@ -467,11 +536,29 @@ if h.timing:
     after = None
     for pi, (name, n) in enumerate(h.perf_cases.items()):
         out = bout = None
+        tallies = torch.zeros(4, dtype=torch.int64)
         if h.computes:
-            inp = h.exact(n, iter=900000 + pi)
+            inp = h.exact(n, iter=900000 + pi, fine=True)
             out = torch.full((n,), NAN, dtype=torch.float32, device=dev)
             bout = torch.full((n,), NAN, dtype=torch.float32, device=dev)
             bview = base_buf[:n]
+            ref = torch.full((n,), NAN, dtype=torch.float32, device=dev)
+            base_op(bview, inp, "sum", gname, ref)
+            key = torch.tensor([int.from_bytes(os.urandom(7), "little") if h.rank == 0 else 0],
+                               dtype=torch.int64, device=dev)
+            _all_reduce(key, op=dist.ReduceOp.MAX, group=world_group)
+            probes = Probes(int(key.item()), n, inp, ref)
+
+            def yours(i):
+                j = probes.before()
+                full.launch(inp, out)
+                probes.after(j, out, 0)
+
+            def baseline(i):
+                j = probes.before()
+                base_op(bview, inp, "sum", gname, bout)
+                probes.after(j, bout, 1)
+
             # Target: within 1.1x of PyTorch's kernel at <= 64 KiB (min_ratio 0.909, to be
             # confirmed on 2xH200). Both sides copy the input into symmetric memory themselves.
             # Gated: the GPU's time for the calls back to back, without the host's launch cost
@@ -480,16 +567,37 @@ if h.timing:
             # 10.9 us for PyTorch's op, a comparison of Python launch paths rather than of
             # kernels.
             h.time_pair(name, bytes=4 * n, factor=1.0, metric="time",
-                        yours=lambda i: full.launch(inp, out),
-                        baseline=lambda i: base_op(bview, inp, "sum", gname, bout), gated=True)
+                        yours=yours, baseline=baseline, gated=True)
+            full.settle(name, n)
+            tallies = probes.tallies()
+            # The starting inputs again, and one more call of each, as the timed ones ran.
+            inp.copy_(h.exact(n, iter=900000 + pi, fine=True))
+            with h.forbid():
+                full.launch(inp, out)
+            base_op(bview, inp, "sum", gname, bout)
             full.settle(name, n)
         out = h.hand_over(f"after-timing/{name}/out", out)
         bout = h.hand_over(f"after-timing/{name}/baseline", bout)
+        tallies = h.hand_over(f"after-timing/{name}/probes", tallies)
         if h.verifies:
-            want = h.exact_sum(n, iter=900000 + pi, device=out.device)
+            want = h.exact_sum(n, iter=900000 + pi, device=out.device, fine=True)
             r = h.compare(out, want)
             if not r.ok():
                 r.msg_parts.append(f"performance case {name}, {n} elements: {AFTER_TIMING}")
+            bad, probed, bbad, bprobed = (int(x) for x in tallies.tolist())
+            if bbad:
+                h.fail("harness", "probe", f"performance case {name}: a probe of the timed calls "
+                       f"found {bbad} wrong places in PyTorch's output over {bprobed} probed calls: "
+                       "the probe is wrong, not your code (a course bug)")
+            if bad:
+                r.forced = True
+                r.bad += bad
+                r.msg_parts.append(
+                    f"performance case {name}: {bad} of the places probed in {probed} timed "
+                    f"calls were wrong: a timed call left `out` behind. Before some timed calls "
+                    "the driver changes one rank's `inp` at a few places, and only that rank "
+                    "knows: every call must copy and read every rank's current input and write "
+                    "all of `out`, even when `out` already holds a result")
             if after is None or after.ok():
                 after = r
             if not h.compare(bout, want).ok():
