@@ -585,6 +585,7 @@ if h.timing:
             if not r.ok():
                 r.msg_parts.append(f"performance case {name}, {n} elements: {AFTER_TIMING}")
             bad, probed, bbad, bprobed = (int(x) for x in tallies.tolist())
+            r.checked += probed * min(PROBE_LANES, n)
             if bbad:
                 h.fail("harness", "probe", f"performance case {name}: a probe of the timed calls "
                        f"found {bbad} wrong places in PyTorch's output over {bprobed} probed calls: "
