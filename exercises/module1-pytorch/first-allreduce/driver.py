@@ -4,10 +4,11 @@ Checks that setup() creates the default process group the way this rank needs it
 world size and backend; on a GPU, bound to this rank's device with device_id), then that
 average() leaves, in place, the mean over all ranks of every element.
 
-Inputs are the world size times numbers in steps of 0.5 (integers on every rank but rank 0,
-which adds 0.5), so every rank's input, its share (input / world) and the mean are exact in
-float32 whatever the order of the additions and whether the division comes first or last: the
-check uses tolerance 0. The mean is never a whole number, so floor division (t //= n) fails.
+Inputs are the world size times numbers in steps of 1/64 (h.exact(..., fine=True), plus 0.5 on
+rank 0), so every rank's input, its share (input / world) and the mean are exact in float32
+whatever the order of the additions and whether the division comes first or last: the check
+uses tolerance 0. With 13 significant bits they do not fit float16 (an all_reduce in half passed
+integer data). The mean is rarely a whole number, so floor division (t //= n) fails.
 
 The tensor given to average() is a view into a larger buffer: the driver checks the buffer's
 memory, so replacing the tensor's storage (t.data = ..., t.set_(...)) instead of writing into
@@ -73,7 +74,7 @@ for name, n in h.cases.items():
         half = 0.5 if h.rank == 0 else 0.0
         mem = t_moved = ret_new = None
         if h.computes:
-            x = (h.exact(n, iter=it) + half) * h.world
+            x = (h.exact(n, iter=it, fine=True) + half) * h.world
             # t is a view into the middle of a larger buffer: the result must land in t's
             # memory.
             buf = torch.full((n + 2,), float("nan"), device=h.device)
@@ -94,8 +95,8 @@ for name, n in h.cases.items():
         ret_new = h.hand_over(tag + "/ret", ret_new)
         if not h.verifies:
             continue
-        x = (h.exact(n, iter=it, device=mem.device) + half) * h.world
-        want = h.exact_sum(n, iter=it, device=mem.device) + 0.5  # sum over ranks of x / world
+        x = (h.exact(n, iter=it, device=mem.device, fine=True) + half) * h.world
+        want = h.exact_sum(n, iter=it, device=mem.device, fine=True) + 0.5  # sum over ranks of x / world
         total = want * h.world                                  # the sum over ranks, exact
         r = h.compare(mem, want)
         if result is None or result.ok():
@@ -122,6 +123,11 @@ for name, n in h.cases.items():
                      "use true division, t.div_(n)")
         elif torch.equal(mem, x):
             hint += "; the tensor is unchanged: nothing was reduced across ranks"
+        elif bool(((mem - want).abs() <= want.abs() * 2.0 ** -7).all()):
+            hint += ("; every element is within a rounding of the mean: the data went through "
+                     "a type narrower than float32 (float16 or bfloat16, for half the bytes?), "
+                     "which keeps 11 or 8 significant bits where these inputs have 13. Reduce "
+                     "t itself, in float32")
         else:
             k = next((k for k in range(1, 9) if k != h.world
                       and torch.equal(mem, total / k)), None)

@@ -7,7 +7,8 @@ Cases are element counts of float32 tensors; a case whose name starts with "sub-
 group of ranks 1..world-1 (3 ranks when the job has 4), so the ring is also checked at an odd
 number of ranks, and on a group whose ranks are not numbered as in the job (group rank 0 is
 job rank 1): code that mixes the two numberings fails. Rank 0 runs it on a group of one.
-Inputs are integer-valued: sums are exact in any order and the comparison uses tolerance 0.
+Inputs are multiples of 1/64 with up to 13 significant bits (h.exact(..., fine=True)): sums are
+exact in any order and the comparison uses tolerance 0, and a ring that sends float16 fails.
 
 The bytes each rank sends are counted where every send ends (ProcessGroup.send): a ring sends
 2 (p-1) chunks of at most ceil(n/p) elements, all to its right neighbour, in the tensor's own
@@ -69,7 +70,7 @@ for name, n in h.cases.items():
     for it in range(2):
         t = sent = peers = dtypes = None
         if h.computes:
-            t = h.exact(n, iter=it)
+            t = h.exact(n, iter=it, fine=True)
             with h.count_calls(send_routes) as sends, h.forbid():
                 learner.ring_all_reduce(t, group)
             sent = sum(x.numel() * x.element_size() for c in sends for x in c.arg(1, "tensors"))
@@ -84,7 +85,7 @@ for name, n in h.cases.items():
         dtypes = h.hand_over(f"{name}/{it}/dtypes", dtypes)
         if not h.verifies:
             continue
-        want = h.exact_sum(n, iter=it, ranks=ranks, device=t.device)
+        want = h.exact_sum(n, iter=it, ranks=ranks, device=t.device, fine=True)
         r = h.compare(t, want)
         p = len(ranks)
         where = f"{p} ranks, {n} elements, iteration {it}"
@@ -132,7 +133,7 @@ if h.timing:
     for pi, (name, n) in enumerate(h.perf_cases.items()):
         buf_y = None
         if h.computes:
-            buf_y = h.exact(n, iter=100)
+            buf_y = h.exact(n, iter=100, fine=True)
             buf_b = buf_y.clone()
             all_reduce = h.real("torch.distributed.all_reduce")
             h.time_pair(name, bytes=n * 4, factor=2 * (h.world - 1) / h.world, metric="busbw",
@@ -141,13 +142,13 @@ if h.timing:
             # The timed calls summed buf_y over and over (its values are past checking): new
             # data in the same tensor, one more call as the timed ones made, checked element
             # by element.
-            buf_y.copy_(h.exact(n, iter=200 + pi))
+            buf_y.copy_(h.exact(n, iter=200 + pi, fine=True))
             with h.forbid():
                 learner.ring_all_reduce(buf_y, None)
         buf_y = h.hand_over(f"after-timing/{name}", buf_y)
         if h.verifies:
             h.check_equal("after-timing", buf_y,
-                          h.exact_sum(n, iter=200 + pi, device=buf_y.device),
+                          h.exact_sum(n, iter=200 + pi, device=buf_y.device, fine=True),
                           msg=f"performance case {name}, {n} elements: {AFTER_TIMING}")
 elif h.computes:
     h.note("performance not timed on this run (no GPU, or MGPU_PERF=0)")
