@@ -917,7 +917,7 @@ static void fn_run_perf(ar_state *s, const mgpu_case *c, ncclComm_t comm, fn_tal
     mgpu_barrier(ctx, "m6-perf-baseline-ok");
     /* The probes' reference: NCCL's sum of the starting inputs plus the residual. */
     snprintf(tag, sizeof tag, "m6-probe-key/%s", c->name);
-    ar_probes_begin(ctx, &p.pr, ar_in(s, ctx->rank), n, tag);
+    ar_probes_begin(ctx, &p.pr, ar_in(s, ctx->rank), NULL, n, tag);
     MGPU_NCCL_OWN(ncclAllReduce(p.in, p.pr.ref, (size_t)n, ncclFloat, ncclSum, comm, s->stream));
     k_add_f32<<<ar_grid(n), 256, 0, s->stream>>>(p.pr.ref, p.residual, n);
     MGPU_KERNEL();

@@ -68,6 +68,7 @@
 #include <string.h>
 
 #include "nccl_dev.h"
+#include "timed_probes.cuh"
 
 static const size_t kInOffset = 4096;                /* inputs start one page into the window */
 static const long long kLeadNs = 5LL * 1000 * 1000; /* every rank's stream waits this long first */
@@ -440,19 +441,23 @@ typedef struct perf_op {
   const float *send;
   float *recv;
   size_t n;
+  ar_probes pr; /* timed_probes.cuh: w->in and send changed alike, out and recv checked */
 } perf_op;
 
 static void op_yours(void *arg, int iter, cudaStream_t stream) {
-  (void)arg; /* the names below are compiled out of the verifier */
+  perf_op *p = (perf_op *)arg;
   (void)iter;
-  (void)stream;
-  MGPU_LEARNER(allreduce_device(&((perf_op *)arg)->a, stream));
+  const uint64_t k = ar_probe_before(&p->pr, stream);
+  MGPU_LEARNER(allreduce_device(&p->a, stream));
+  ar_probe_after(&p->pr, 0, p->a.out, k, stream);
 }
 
 static void op_nccl(void *arg, int iter, cudaStream_t stream) {
   perf_op *p = (perf_op *)arg;
   (void)iter;
+  const uint64_t k = ar_probe_before(&p->pr, stream);
   MGPU_NCCL_OWN(ncclAllReduce(p->send, p->recv, p->n, ncclFloat, ncclSum, p->w->comm, stream));
+  ar_probe_after(&p->pr, 1, p->recv, k, stream);
 }
 
 /* The rank times every perf case, then makes one more call on the timed buffers with new data
@@ -467,6 +472,8 @@ static void run_perf(mgpu_ctx *ctx, world *w) {
   const size_t bytes = sizeof(float) * (size_t)n;
   float *got = (float *)mgpu_host_alloc(ctx, bytes);
   long long hits = 0;
+  ar_probe probes[2], total[2]; /* per case; all cases: counts summed, the first miss kept */
+  memset(total, 0, sizeof total);
   if (mgpu_computes(ctx)) {
     mgpu_buf out = mgpu_alloc(bytes, ctx->device);
     mgpu_buf send = mgpu_alloc(bytes, ctx->device);
@@ -490,7 +497,31 @@ static void run_perf(mgpu_ctx *ctx, world *w) {
       t.bytes = (double)c->n * sizeof(float);
       t.factor = 2.0 * (ctx->world - 1) / ctx->world;
       t.metric = "time";
+      /* The probes' reference: NCCL's sum of the inputs the timed calls start from. Every case
+       * starts from the same inputs: the previous case's probes are undone by a fresh fill. */
+      mgpu_fill_fine_f32(w->in, maxn, ctx->seed, ctx->rank, kTimedIter, w->stream);
+      mgpu_fill_fine_f32((float *)send.ptr, maxn, ctx->seed, ctx->rank, kTimedIter, w->stream);
+      char tag[96];
+      snprintf(tag, sizeof tag, "nd-probe-key/%s", c->name);
+      ar_probes_begin(ctx, &p.pr, w->in, (float *)send.ptr, c->n, tag);
+      MGPU_NCCL_OWN(ncclAllReduce(p.send, p.pr.ref, p.n, ncclFloat, ncclSum, w->comm, w->stream));
+      MGPU_CUDA(cudaStreamSynchronize(w->stream));
+      mgpu_barrier(ctx, "perf-probe-ready");
       mgpu_time_pair(ctx, &t, op_yours, &p, op_nccl, &p, w->stream);
+      MGPU_CUDA(cudaDeviceSynchronize());
+      ar_probes_end(&p.pr, probes);
+      mgpu_barrier(ctx, "perf-probed");
+      for (int x = 0; x < 2; x++) {
+        if (probes[x].bad && !total[x].bad) { /* the first miss: where, and in which case */
+          total[x].at = probes[x].at;
+          total[x].got = probes[x].got;
+          total[x].want = probes[x].want;
+          total[x].call = probes[x].call;
+          total[x].pad = (unsigned int)k;
+        }
+        total[x].bad += probes[x].bad;
+        total[x].probes += probes[x].probes;
+      }
     }
     MGPU_CUDA(cudaDeviceSynchronize());
     mgpu_barrier(ctx, "perf-done");
@@ -514,13 +545,33 @@ static void run_perf(mgpu_ctx *ctx, world *w) {
   verdict_init(&v, n);
   if (mgpu_hand_over(ctx, "after-timing/out", got, bytes)) compare_host(ctx, got, n, 0, kAfterTimingIter, 0, 0, &v);
   mgpu_hand_over(ctx, "after-timing/guards", &hits, sizeof hits);
+  mgpu_hand_over(ctx, "after-timing/probes", total, sizeof total);
+  if (mgpu_verifies(ctx) && total[1].bad) {
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "a probe of the timed calls found ncclAllReduce's recv[%lld] = %.9g where the reference says %.9g (%u "
+             "probed calls): the probe is wrong, not your code (a course bug)",
+             total[1].at, (double)total[1].got, (double)total[1].want, total[1].probes);
+    mgpu_fail("driver", "probe", __FILE__, __LINE__, 0, msg);
+  }
   if (mgpu_verifies(ctx)) {
     v.r.guard_hits = hits;
-    if (v.r.bad + v.r.unwritten > 0)
+    const long long fresh_bad = v.r.bad; /* the call after timing */
+    v.r.checked += (long long)total[0].probes * kProbeLanes;
+    v.r.bad += total[0].bad;
+    if (fresh_bad + v.r.unwritten > 0)
       snprintf(v.r.msg, sizeof v.r.msg,
                "after-timing: new inputs in the timed buffers gave a wrong result (%lld wrong, %lld unwritten): does "
                "%s skip work it has seen before?",
-               v.r.bad, v.r.unwritten, kFn);
+               fresh_bad, v.r.unwritten, kFn);
+    else if (total[0].bad && total[0].pad < (unsigned int)ctx->nperf_cases)
+      snprintf(v.r.msg, sizeof v.r.msg,
+               "timing %s: a timed call left out[%lld] = %.9g where the sum of the inputs was %.9g (op %u; %u wrong of "
+               "the places probed in %u timed calls). Before some timed calls the driver changes one rank's input at a "
+               "few places, and only that rank knows: every call must read every rank's current input and write all "
+               "of out, even when out already holds a result",
+               ctx->perf_cases[total[0].pad].name, total[0].at, (double)total[0].got, (double)total[0].want,
+               total[0].call, total[0].bad, total[0].probes);
     else if (v.r.guard_hits > 0)
       snprintf(v.r.msg, sizeof v.r.msg,
                "after-timing: bytes just outside out[0..n) changed: write out[0..n) and nothing else");
