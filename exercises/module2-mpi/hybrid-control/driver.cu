@@ -409,6 +409,7 @@ typedef struct case_facts {
   long long over_written;   /* entries of recv past the returned count written in a step */
   int over_step;            /* the first such step */
   int over_count;           /* the count it returned */
+  int mpi_quiet_step;       /* the first step that handed MPI nothing to send (-1: none) */
 } case_facts;
 
 /* The rank: runs kSteps steps of the learner's hybrid_step and reads back what the verifier
@@ -428,6 +429,7 @@ static void compute_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cu
   (void)comm; /* the learner's */
   (void)nc;
 
+  f->mpi_quiet_step = -1;
   memset(&priv, 0, sizeof priv);
   priv.ckey = count_key(ctx, ctx->rank, ci);
   priv.seed = ctx->seed;
@@ -465,6 +467,7 @@ static void compute_case(mgpu_ctx *ctx, int ci, MPI_Comm comm, ncclComm_t nc, cu
     g_watch.step_first[0] = 0;
     MGPU_LEARNER(returned[t] = hybrid_step(&h, t, s, comm, nc));
     g_watch.in_step = 0;
+    if (g_watch.step_bytes == 0 && f->mpi_quiet_step < 0) f->mpi_quiet_step = t;
     if (g_watch.step_bytes > f->mpi_step_bytes) {
       f->mpi_step_bytes = g_watch.step_bytes;
       f->mpi_step = t;
@@ -552,6 +555,14 @@ static void check_case(mgpu_ctx *ctx, int ci, const int *returned, const float *
              "messages go round the ring by NCCL (ncclSend/ncclRecv of h->send and h->recv on "
              "the stream), not by MPI through host copies.",
              f->mpi_step, f->mpi_step_bytes, f->mpi_step_call[0] ? f->mpi_step_call : "(unknown)");
+    mgpu_record_case(c->name, &res, 1);
+  } else if (ctx->world > 1 && f->mpi_quiet_step >= 0) {
+    snprintf(res.msg, sizeof res.msg,
+             "in step %d MPI was handed nothing to send, yet the ranks agreed on a count: the "
+             "agreement went some other way (ncclSend/ncclRecv of the counts, memory of the "
+             "peers). In this exercise MPI carries the control: copy the count to a host int once "
+             "the stream has finished and agree on the largest with MPI_Allreduce (MPI_MAX).",
+             f->mpi_quiet_step);
     mgpu_record_case(c->name, &res, 1);
   } else if (bad_steps) {
     /* One step stale: step t agreed on step t-1's largest count (step 0 on the 0 that
